@@ -1,0 +1,1 @@
+// Placeholder until the backends land (delete when real sources exist).

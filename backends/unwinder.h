@@ -1,0 +1,54 @@
+// Unwinder backends: turn the interrupted context of a signal into return addresses.
+#ifndef DLPROF_BACKENDS_UNWINDER_H_
+#define DLPROF_BACKENDS_UNWINDER_H_
+
+#include <ucontext.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dlprof {
+
+// The memory a thread's stack occupies, [lo, hi). Unwinders never read stack
+// memory outside it, so a corrupt frame chain ends the walk instead of faulting.
+struct StackBounds {
+  uintptr_t lo = 0;
+  uintptr_t hi = 0;
+};
+
+class Unwinder {
+ public:
+  virtual ~Unwinder() = default;
+  virtual const char* name() const = 0;
+
+  // Writes up to `max` program counters into `pcs`, innermost first; pcs[0] is
+  // the interrupted instruction, the rest are return addresses (not adjusted).
+  // Returns how many were written (0 if nothing could be read).
+  // This function is safe to call from asynchronous signals (but is not
+  // re-entrant on one thread). It does not allocate, lock or fault.
+  virtual int Unwind(const ucontext_t* uc, const StackBounds& bounds,
+                     uintptr_t* pcs, int max) = 0;
+
+  // Called once on each thread before its first sample, outside any signal
+  // handler: warm caches, touch lazily-bound symbols.
+  virtual void PrepareThread() {}
+};
+
+struct BackendInfo {
+  std::string kind;  // "unwinder" or "timer"
+  std::string name;
+  bool available = false;
+  std::string note;  // why not available, or what it is
+};
+
+// Names of compiled-in unwinders, best first: "libunwind", "gperftools", "fp".
+std::vector<BackendInfo> ListUnwinders();
+// nullptr (and *error set) if the name is unknown or unusable here.
+// Not async-signal-safe; call at start-up.
+std::unique_ptr<Unwinder> MakeUnwinder(const std::string& name, std::string* error);
+
+}  // namespace dlprof
+
+#endif  // DLPROF_BACKENDS_UNWINDER_H_

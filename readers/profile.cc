@@ -1,0 +1,60 @@
+#include "readers/profile.h"
+
+namespace dlprof {
+namespace {
+
+// A byte key for a vector of ids; the maps hold at most one per distinct value.
+std::string KeyOf(const std::vector<uint32_t>& ids) {
+  return std::string(reinterpret_cast<const char*>(ids.data()), ids.size() * sizeof(uint32_t));
+}
+
+}  // namespace
+
+uint32_t Profile::InternStage(const std::string& name) {
+  if (name.empty()) return 0;
+  if (stage_index_.empty()) stage_index_.emplace("", 0);
+  auto [it, added] = stage_index_.emplace(name, stages.size());
+  if (added) stages.push_back(name);
+  return it->second;
+}
+
+uint32_t Profile::InternStagePath(const std::vector<uint32_t>& path) {
+  if (path.empty()) return 0;
+  auto [it, added] = stage_path_index_.emplace(KeyOf(path), stage_paths.size());
+  if (added) stage_paths.push_back(path);
+  return it->second;
+}
+
+uint32_t Profile::InternStack(const std::vector<uint32_t>& locations) {
+  if (locations.empty()) return 0;
+  auto [it, added] = stack_index_.emplace(KeyOf(locations), stacks.size());
+  if (added) stacks.push_back(locations);
+  return it->second;
+}
+
+uint32_t Profile::InternLocation(const Location& loc) {
+  std::string key;
+  if (loc.pseudo) {
+    key = "pseudo:" + (loc.frames.empty() ? std::string() : loc.frames[0].function);
+  } else if (loc.module.empty()) {
+    key = "abs:" + std::to_string(loc.address);
+  } else {
+    key = (loc.build_id.empty() ? loc.module : loc.build_id) + ":" +
+          std::to_string(loc.module_offset);
+  }
+  auto [it, added] = location_index_.emplace(key, locations.size());
+  if (added) locations.push_back(loc);
+  return it->second;
+}
+
+std::string StagePathName(const Profile& p, uint32_t stage_path) {
+  std::string out;
+  if (stage_path >= p.stage_paths.size()) return out;
+  for (uint32_t s : p.stage_paths[stage_path]) {
+    if (!out.empty()) out += '/';
+    out += s < p.stages.size() ? p.stages[s] : "?";
+  }
+  return out;
+}
+
+}  // namespace dlprof

@@ -1,0 +1,130 @@
+// The Profile model: every process of one or more runs, merged. Readers fill
+// it, the symbolizer resolves its locations, the analysis and writers read it.
+#ifndef DLPROF_READERS_PROFILE_H_
+#define DLPROF_READERS_PROFILE_H_
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace dlprof {
+
+// A file mapped executable into one process.
+struct Mapping {
+  uint64_t start = 0;
+  uint64_t limit = 0;   // one past the end
+  uint64_t offset = 0;  // file offset of `start`
+  std::string path;
+  std::string build_id;  // lowercase hex, empty if unknown
+};
+
+struct Process {
+  int pid = 0;
+  int ppid = 0;
+  std::string role = "main";  // "main" or "worker"
+  int worker = -1;
+  std::string host;           // set when several runs are merged
+  std::string file;           // where it was read from
+  std::string command;        // argv[0] / comm
+  int64_t start_ns = 0;       // CLOCK_MONOTONIC of the host
+  int64_t end_ns = 0;
+  int64_t start_unix_ns = 0;  // wall clock at start_ns
+  int hz = 0;
+  std::string mode, unwinder, timer;
+  std::vector<Mapping> mappings;
+  uint64_t samples = 0;            // CPU samples read
+  uint64_t dropped = 0;            // samples the process could not store
+  bool complete = false;           // the file ended cleanly (process exited normally)
+  std::vector<std::string> warnings;  // corruption, truncation: "file: offset N: what"
+};
+
+// One source-level frame of a location (several when inlined).
+struct Frame {
+  std::string function;  // demangled; "module+0xoffset" when unknown
+  std::string file;
+  int line = 0;
+};
+
+// A code address, identified by module and file offset so that the same code
+// in forked workers is one location.
+struct Location {
+  std::string module;    // path of the mapped file, or "" if unmapped
+  std::string build_id;
+  uint64_t module_offset = 0;  // file offset (address - start + mapping offset)
+  uint64_t address = 0;        // one runtime address it was seen at
+  std::vector<Frame> frames;   // innermost (inlined) first; empty until symbolized
+  bool pseudo = false;         // a frame dlprof made up ("[off-cpu: read]")
+};
+
+enum class SampleKind : uint8_t {
+  kCpu = 0,   // from the CPU timer signal: has a native stack
+  kWall = 1,  // from the wall-clock tick: stage and on/off CPU, no native stack
+};
+
+struct Sample {
+  uint32_t process = 0;     // index into Profile::processes
+  uint32_t tid = 0;
+  uint32_t stack = 0;       // index into Profile::stacks
+  uint32_t stage_path = 0;  // index into Profile::stage_paths (0 = no stage)
+  SampleKind kind = SampleKind::kCpu;
+  bool on_cpu = true;
+  int64_t time_ns = 0;      // CLOCK_MONOTONIC of the sample
+  int64_t count = 1;        // samples this record stands for
+  int64_t cpu_ns = 0;       // CPU time it stands for
+  int64_t wall_ns = 0;      // wall time it stands for (wall samples)
+};
+
+struct BufferSnapshot {
+  int64_t time_ns = 0;
+  uint64_t size = 0;
+};
+
+struct BufferSeries {
+  uint32_t process = 0;
+  std::string name;
+  uint64_t capacity = 0;
+  std::vector<BufferSnapshot> snapshots;
+};
+
+enum class IntervalKind : uint8_t { kStep = 0, kWait = 1, kStage = 2 };
+
+struct Interval {
+  uint32_t process = 0;
+  uint32_t tid = 0;
+  IntervalKind kind = IntervalKind::kStep;
+  uint32_t stage = 0;  // kStage: index into Profile::stages
+  int64_t begin_ns = 0;
+  int64_t end_ns = 0;
+};
+
+struct Profile {
+  std::vector<Process> processes;
+  std::vector<std::string> stages{""};               // 0 = no stage
+  std::vector<std::vector<uint32_t>> stage_paths{{}};  // outermost first; 0 = empty
+  std::vector<Location> locations;
+  std::vector<std::vector<uint32_t>> stacks{{}};       // location ids, leaf first; 0 = empty
+  std::vector<Sample> samples;
+  std::vector<BufferSeries> buffers;
+  std::vector<Interval> intervals;
+  std::vector<std::string> warnings;  // for the whole merge
+
+  // Interning helpers: the same content always gives the same index.
+  uint32_t InternStage(const std::string& name);
+  uint32_t InternStagePath(const std::vector<uint32_t>& path);
+  uint32_t InternStack(const std::vector<uint32_t>& locations);
+  uint32_t InternLocation(const Location& loc);  // keyed by module/build-id/offset
+
+ private:
+  std::unordered_map<std::string, uint32_t> stage_index_;
+  std::unordered_map<std::string, uint32_t> stage_path_index_;
+  std::unordered_map<std::string, uint32_t> stack_index_;
+  std::unordered_map<std::string, uint32_t> location_index_;
+};
+
+// "decode" or "read/decode": the names of a stage path joined by '/'.
+std::string StagePathName(const Profile& p, uint32_t stage_path);
+
+}  // namespace dlprof
+
+#endif  // DLPROF_READERS_PROFILE_H_

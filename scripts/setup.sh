@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs every Debian package that building, testing and benchmarking dlprof
+# need. Idempotent: installs only what is missing.
+set -euo pipefail
+packages=(
+  build-essential cmake ninja-build pkg-config git
+  libunwind-dev libgoogle-perftools-dev google-perftools
+  libboost-program-options-dev libbenchmark-dev libgtest-dev libgmock-dev
+  libdw-dev libelf-dev zlib1g-dev nlohmann-json3-dev libjpeg-dev
+  golang-go binutils
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}" >&2
+  sudo_cmd=""
+  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

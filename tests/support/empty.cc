@@ -1,0 +1,1 @@
+// Keeps dlprof_test_support non-empty.
