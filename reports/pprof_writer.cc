@@ -1,0 +1,338 @@
+#include "reports/pprof_writer.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+#include <unordered_map>
+#include <vector>
+
+#include "reports/pprof_wire.h"
+
+namespace dlprof {
+namespace {
+
+// Field numbers of perftools.profiles (github.com/google/pprof proto/profile.proto).
+namespace field {
+constexpr uint32_t kSampleType = 1, kSample = 2, kMapping = 3, kLocation = 4, kFunction = 5,
+                   kStringTable = 6, kTimeNanos = 9, kDurationNanos = 10, kPeriodType = 11,
+                   kPeriod = 12, kDefaultSampleType = 14;
+constexpr uint32_t kValueTypeType = 1, kValueTypeUnit = 2;
+constexpr uint32_t kSampleLocationId = 1, kSampleValue = 2, kSampleLabel = 3;
+constexpr uint32_t kLabelKey = 1, kLabelStr = 2, kLabelNum = 3, kLabelNumUnit = 4;
+constexpr uint32_t kMappingId = 1, kMappingStart = 2, kMappingLimit = 3, kMappingOffset = 4,
+                   kMappingFilename = 5, kMappingBuildId = 6, kMappingHasFunctions = 7,
+                   kMappingHasFilenames = 8, kMappingHasLineNumbers = 9,
+                   kMappingHasInlineFrames = 10;
+constexpr uint32_t kLocationId = 1, kLocationMappingId = 2, kLocationAddress = 3,
+                   kLocationLine = 4;
+constexpr uint32_t kLineFunctionId = 1, kLineLine = 2;
+constexpr uint32_t kFunctionId = 1, kFunctionName = 2, kFunctionSystemName = 3,
+                   kFunctionFilename = 4;
+}  // namespace field
+
+class StringTable {
+ public:
+  StringTable() { Intern(""); }
+  int64_t Intern(const std::string& s) {
+    auto [it, added] = index_.emplace(s, static_cast<int64_t>(strings_.size()));
+    if (added) strings_.push_back(s);
+    return it->second;
+  }
+  const std::vector<std::string>& strings() const { return strings_; }
+
+ private:
+  std::unordered_map<std::string, int64_t> index_;
+  std::vector<std::string> strings_;
+};
+
+struct MappingInfo {
+  uint64_t id = 0;
+  std::string path, build_id;
+  uint64_t start = std::numeric_limits<uint64_t>::max(), limit = 0, offset = 0;
+  bool from_process = false;
+  bool has_functions = true, has_filenames = false, has_lines = false, has_inline = false;
+};
+
+void ValueType(ProtoEncoder* e, uint32_t f, StringTable* st, const char* type,
+               const char* unit) {
+  size_t t = e->BeginMessage(f);
+  e->Int64(field::kValueTypeType, st->Intern(type));
+  e->Int64(field::kValueTypeUnit, st->Intern(unit));
+  e->EndMessage(t);
+}
+
+void StrLabel(ProtoEncoder* e, int64_t key, int64_t value) {
+  size_t t = e->BeginMessage(field::kSampleLabel);
+  e->Int64(field::kLabelKey, key);
+  e->Int64(field::kLabelStr, value);
+  e->EndMessage(t);
+}
+
+void NumLabel(ProtoEncoder* e, int64_t key, int64_t value) {
+  size_t t = e->BeginMessage(field::kSampleLabel);
+  e->Int64(field::kLabelKey, key);
+  e->Int64(field::kLabelNum, value);
+  e->Int64(field::kLabelNumUnit, key);
+  e->EndMessage(t);
+}
+
+// Removes each outermost open..close group: "f<int>(a, b)" -> "f".
+std::string RemoveMatching(const std::string& name, char open, char close) {
+  std::string out;
+  int depth = 0;
+  for (char c : name) {
+    if (c == open) {
+      ++depth;
+    } else if (c == close && depth > 0) {
+      --depth;
+    } else if (depth == 0) {
+      out += c;
+    }
+  }
+  return depth == 0 ? out : name;
+}
+
+// pprof shows C++ names without parameters and template arguments (its
+// default demangling). It derives that short name itself only from mangled
+// names, which Frame does not keep, so the writer stores it as Function.name
+// and the full demangled name as system_name. Go and Java names, with their
+// "pkg.(*T).M" and "C.<init>", are left alone.
+std::string ShortName(const std::string& name) {
+  if (name.find(".(") != std::string::npos || name.find(".<") != std::string::npos ||
+      name.find("]).") != std::string::npos || name.find("operator") != std::string::npos) {
+    return name;
+  }
+  std::string out = RemoveMatching(RemoveMatching(name, '(', ')'), '<', '>');
+  for (const char* suffix : {" const", " volatile", " &&", " &"}) {
+    size_t n = std::strlen(suffix);
+    if (out.size() > n && out.compare(out.size() - n, n, suffix) == 0) out.resize(out.size() - n);
+  }
+  return out.empty() ? name : out;
+}
+
+std::string ModuleKey(const std::string& path, const std::string& build_id) {
+  return path + '\0' + build_id;
+}
+
+// Identifies the pprof sample a Profile sample is summed into.
+struct SampleKey {
+  uint32_t process, tid, stack, stage_path;
+  bool on_cpu;
+  SampleKind kind;
+  bool operator==(const SampleKey& o) const {
+    return process == o.process && tid == o.tid && stack == o.stack &&
+           stage_path == o.stage_path && on_cpu == o.on_cpu && kind == o.kind;
+  }
+};
+
+struct SampleKeyHash {
+  size_t operator()(const SampleKey& k) const {
+    uint64_t h = k.process;
+    for (uint64_t v : {uint64_t{k.tid}, uint64_t{k.stack}, uint64_t{k.stage_path},
+                       uint64_t{k.on_cpu}, uint64_t(k.kind)}) {
+      h = (h ^ v) * 0x100000001b3ULL;
+    }
+    return static_cast<size_t>(h);
+  }
+};
+
+struct SampleSum {
+  SampleKey key;
+  int64_t count = 0, cpu_ns = 0, wall_ns = 0;
+};
+
+}  // namespace
+
+std::string EncodePprof(const Profile& p) {
+  StringTable st;
+  ProtoEncoder head, functions, mappings, locations, samples, tail;
+
+  ValueType(&head, field::kSampleType, &st, "samples", "count");
+  ValueType(&head, field::kSampleType, &st, "cpu", "nanoseconds");
+  ValueType(&head, field::kSampleType, &st, "wall", "nanoseconds");
+
+  // Mappings: one per module, its range taken from the first process that
+  // mapped it (all its segments), else spanned by the locations themselves.
+  std::unordered_map<std::string, size_t> mapping_index;
+  std::vector<MappingInfo> mapping_list;
+  std::vector<uint64_t> location_mapping(p.locations.size(), 0);
+  for (size_t i = 0; i < p.locations.size(); ++i) {
+    const Location& loc = p.locations[i];
+    if (loc.pseudo || loc.module.empty()) continue;
+    auto [it, added] =
+        mapping_index.emplace(ModuleKey(loc.module, loc.build_id), mapping_list.size());
+    if (added) {
+      MappingInfo m;
+      m.id = mapping_list.size() + 1;
+      m.path = loc.module;
+      m.build_id = loc.build_id;
+      mapping_list.push_back(m);
+    }
+    MappingInfo& m = mapping_list[it->second];
+    location_mapping[i] = m.id;
+    m.has_functions &= !loc.frames.empty();
+    m.has_inline |= loc.frames.size() > 1;
+    for (const Frame& f : loc.frames) {
+      m.has_filenames |= !f.file.empty();
+      m.has_lines |= f.line > 0;
+    }
+    if (loc.address >= loc.module_offset) {
+      m.start = std::min(m.start, loc.address - loc.module_offset);
+      m.limit = std::max(m.limit, loc.address + 1);
+    }
+  }
+  for (const Process& proc : p.processes) {
+    std::unordered_map<std::string, MappingInfo> seen;  // this process's segments per module
+    for (const Mapping& pm : proc.mappings) {
+      for (const char* id : {pm.build_id.c_str(), ""}) {
+        auto it = mapping_index.find(ModuleKey(pm.path, id));
+        if (it == mapping_index.end() || mapping_list[it->second].from_process) continue;
+        MappingInfo& s = seen[it->first];
+        if (pm.start < s.start) {
+          s.start = pm.start;
+          s.offset = pm.offset;
+        }
+        s.limit = std::max(s.limit, pm.limit);
+        break;
+      }
+    }
+    for (auto& [key, s] : seen) {
+      MappingInfo& m = mapping_list[mapping_index[key]];
+      m.start = s.start;
+      m.limit = s.limit;
+      m.offset = s.offset;
+      m.from_process = true;
+    }
+  }
+  for (const MappingInfo& m : mapping_list) {
+    size_t t = mappings.BeginMessage(field::kMapping);
+    mappings.Varint(field::kMappingId, m.id);
+    mappings.Varint(field::kMappingStart, m.start == std::numeric_limits<uint64_t>::max() ? 0 : m.start);
+    mappings.Varint(field::kMappingLimit, m.limit);
+    mappings.Varint(field::kMappingOffset, m.offset);
+    mappings.Int64(field::kMappingFilename, st.Intern(m.path));
+    mappings.Int64(field::kMappingBuildId, st.Intern(m.build_id));
+    mappings.Bool(field::kMappingHasFunctions, m.has_functions);
+    mappings.Bool(field::kMappingHasFilenames, m.has_functions && m.has_filenames);
+    mappings.Bool(field::kMappingHasLineNumbers, m.has_functions && m.has_lines);
+    mappings.Bool(field::kMappingHasInlineFrames, m.has_functions && m.has_inline);
+    mappings.EndMessage(t);
+  }
+
+  // Functions by (name, file); locations keep the Profile's index + 1 as id.
+  std::unordered_map<std::string, uint64_t> function_ids;
+  for (size_t i = 0; i < p.locations.size(); ++i) {
+    const Location& loc = p.locations[i];
+    size_t t = locations.BeginMessage(field::kLocation);
+    locations.Varint(field::kLocationId, i + 1);
+    if (location_mapping[i] != 0) locations.Varint(field::kLocationMappingId, location_mapping[i]);
+    if (!loc.pseudo && loc.address != 0) locations.Varint(field::kLocationAddress, loc.address);
+    for (const Frame& f : loc.frames) {
+      auto [it, added] = function_ids.emplace(f.function + '\0' + f.file, function_ids.size() + 1);
+      if (added) {
+        size_t ft = functions.BeginMessage(field::kFunction);
+        functions.Varint(field::kFunctionId, it->second);
+        functions.Int64(field::kFunctionName, st.Intern(ShortName(f.function)));
+        functions.Int64(field::kFunctionSystemName, st.Intern(f.function));
+        if (!f.file.empty()) functions.Int64(field::kFunctionFilename, st.Intern(f.file));
+        functions.EndMessage(ft);
+      }
+      size_t lt = locations.BeginMessage(field::kLocationLine);
+      locations.Varint(field::kLineFunctionId, it->second);
+      if (f.line > 0) locations.Int64(field::kLineLine, f.line);
+      locations.EndMessage(lt);
+    }
+    locations.EndMessage(t);
+  }
+
+  // Samples, summed per key in order of first appearance (stable output).
+  std::unordered_map<SampleKey, size_t, SampleKeyHash> sum_index;
+  std::vector<SampleSum> sums;
+  for (const Sample& s : p.samples) {
+    SampleKey key{s.process, s.tid, s.stack, s.stage_path, s.on_cpu, s.kind};
+    auto [it, added] = sum_index.emplace(key, sums.size());
+    if (added) sums.push_back(SampleSum{key});
+    SampleSum& sum = sums[it->second];
+    sum.count += s.count;
+    sum.cpu_ns += s.cpu_ns;
+    sum.wall_ns += s.wall_ns;
+  }
+  const int64_t k_stage = st.Intern("stage"), k_role = st.Intern("role"),
+                k_worker = st.Intern("worker"), k_pid = st.Intern("pid"),
+                k_tid = st.Intern("tid"), k_cpu = st.Intern("cpu"), k_host = st.Intern("host"),
+                v_on = st.Intern("on"), v_off = st.Intern("off");
+  std::vector<uint64_t> ids;
+  for (const SampleSum& sum : sums) {
+    const SampleKey& k = sum.key;
+    size_t t = samples.BeginMessage(field::kSample);
+    ids.clear();
+    if (k.stack < p.stacks.size()) {
+      for (uint32_t loc : p.stacks[k.stack]) ids.push_back(uint64_t{loc} + 1);
+    }
+    samples.PackedVarints(field::kSampleLocationId, ids);
+    samples.PackedInt64s(field::kSampleValue, {sum.count, sum.cpu_ns, sum.wall_ns});
+    std::string stage = StagePathName(p, k.stage_path);
+    if (!stage.empty()) StrLabel(&samples, k_stage, st.Intern(stage));
+    if (k.process < p.processes.size()) {
+      const Process& proc = p.processes[k.process];
+      StrLabel(&samples, k_role, st.Intern(proc.role));
+      if (proc.worker >= 0) NumLabel(&samples, k_worker, proc.worker);
+      NumLabel(&samples, k_pid, proc.pid);
+      if (!proc.host.empty()) StrLabel(&samples, k_host, st.Intern(proc.host));
+    }
+    NumLabel(&samples, k_tid, k.tid);
+    StrLabel(&samples, k_cpu, k.on_cpu ? v_on : v_off);
+    samples.EndMessage(t);
+  }
+
+  // Profile-wide facts: the sampling period and the span of the run.
+  int hz = 0;
+  int64_t time_nanos = 0, duration = 0;
+  for (const Process& proc : p.processes) {
+    if (hz == 0 && proc.hz > 0) hz = proc.hz;
+    if (proc.start_unix_ns > 0 && (time_nanos == 0 || proc.start_unix_ns < time_nanos)) {
+      time_nanos = proc.start_unix_ns;
+    }
+    if (proc.end_ns > proc.start_ns) duration = std::max(duration, proc.end_ns - proc.start_ns);
+  }
+  if (time_nanos != 0) tail.Int64(field::kTimeNanos, time_nanos);
+  if (duration != 0) tail.Int64(field::kDurationNanos, duration);
+  ValueType(&tail, field::kPeriodType, &st, "cpu", "nanoseconds");
+  tail.Int64(field::kPeriod, 1000000000 / (hz > 0 ? hz : 100));
+  tail.Int64(field::kDefaultSampleType, st.Intern("cpu"));
+
+  ProtoEncoder strings;
+  for (const std::string& s : st.strings()) strings.Bytes(field::kStringTable, s);
+
+  std::string out = head.Release();
+  for (ProtoEncoder* e : {&strings, &functions, &mappings, &locations, &tail, &samples}) {
+    out += e->data();
+  }
+  return out;
+}
+
+void WritePprof(const Profile& profile, const std::string& path) {
+  std::string data = EncodePprof(profile);
+  gzFile f = gzopen(path.c_str(), "wb6");
+  if (f == nullptr) {
+    throw std::runtime_error(path + ": cannot open for writing: " + std::strerror(errno));
+  }
+  size_t done = 0;
+  while (done < data.size()) {
+    unsigned chunk = static_cast<unsigned>(std::min<size_t>(data.size() - done, 1u << 30));
+    if (gzwrite(f, data.data() + done, chunk) != static_cast<int>(chunk)) {
+      int err = 0;
+      std::string msg = gzerror(f, &err);
+      gzclose(f);
+      throw std::runtime_error(path + ": write failed: " + msg);
+    }
+    done += chunk;
+  }
+  if (gzclose(f) != Z_OK) throw std::runtime_error(path + ": write failed on close");
+}
+
+}  // namespace dlprof

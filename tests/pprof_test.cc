@@ -1,0 +1,426 @@
+// The pprof writer and reader: a round trip keeps samples, labels and frames;
+// the real `go tool pprof` reads what we write and shows the right numbers;
+// what Go writes we read; truncated input keeps its complete samples.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "readers/pprof_reader.h"
+#include "readers/profile.h"
+#include "reports/pprof_wire.h"
+#include "reports/pprof_writer.h"
+
+namespace dlprof {
+namespace {
+
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/dlprof_pprof_XXXXXX";
+    path_ = mkdtemp(tmpl);
+  }
+  ~TempDir() { std::system(("rm -rf " + path_).c_str()); }
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// Runs a command, returns stdout+stderr; *status gets the exit status.
+std::string RunCommand(const std::string& cmd, int* status = nullptr) {
+  std::string out;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (p == nullptr) return out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  int rc = pclose(p);
+  if (status != nullptr) *status = rc;
+  return out;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+void WriteAll(const std::string& path, const std::string& data) {
+  std::ofstream(path, std::ios::binary) << data;
+}
+
+bool HaveGo() { return RunCommand("command -v go").find("/go") != std::string::npos; }
+
+// A pipeline run: a main process (pid 100) training and waiting, one worker
+// (pid 200, worker 0) reading and decoding. Frames are already symbolized;
+// decode_jpeg has an inlined helper.
+Profile MakePipelineProfile(const std::string& host = "") {
+  Profile p;
+  Process main_proc;
+  main_proc.pid = 100;
+  main_proc.role = "main";
+  main_proc.hz = 100;
+  main_proc.host = host;
+  main_proc.start_ns = 1000;
+  main_proc.end_ns = 1000 + 2000000000LL;
+  main_proc.start_unix_ns = 1700000000000000000LL;
+  main_proc.mappings.push_back(Mapping{0x555500000000, 0x555500010000, 0, "/opt/app/train",
+                                       "0123456789abcdef0123456789abcdef01234567"});
+  main_proc.mappings.push_back(Mapping{0x555500010000, 0x555500080000, 0x10000,
+                                       "/opt/app/train",
+                                       "0123456789abcdef0123456789abcdef01234567"});
+  main_proc.mappings.push_back(
+      Mapping{0x7f0000000000, 0x7f0000100000, 0x26000, "/usr/lib/libc.so.6", "feedface"});
+  Process worker = main_proc;
+  worker.pid = 200;
+  worker.ppid = 100;
+  worker.role = "worker";
+  worker.worker = 0;
+  p.processes = {main_proc, worker};
+
+  auto loc = [&](uint64_t offset, std::vector<Frame> frames,
+                 const std::string& module = "/opt/app/train") {
+    Location l;
+    l.module = module;
+    l.build_id = module == "/opt/app/train" ? "0123456789abcdef0123456789abcdef01234567"
+                                            : "feedface";
+    l.module_offset = offset;
+    l.address = (module == "/opt/app/train" ? 0x555500000000 : 0x7f0000000000 - 0x26000) + offset;
+    l.frames = std::move(frames);
+    return p.InternLocation(l);
+  };
+  uint32_t main_fn = loc(0x11000, {{"main", "/src/train.cc", 40}});
+  uint32_t train_step = loc(0x12000, {{"TrainStep(Model&)", "/src/train.cc", 20}});
+  uint32_t next_batch = loc(0x13000, {{"NextBatch()", "/src/loader.cc", 12}});
+  uint32_t worker_loop = loc(0x14000, {{"WorkerLoop(int)", "/src/loader.cc", 80}});
+  uint32_t read_file = loc(0x15000, {{"ReadFile(std::string const&)", "/src/io.cc", 7}});
+  uint32_t decode = loc(0x16000, {{"ClampPixel(int)", "/src/jpeg.h", 3},
+                                  {"DecodeJpeg(char const*)", "/src/jpeg.cc", 55}});
+  uint32_t libc_read = loc(0x10b000, {{"read", "", 0}}, "/usr/lib/libc.so.6");
+  Location pseudo;
+  pseudo.pseudo = true;
+  pseudo.frames.push_back(Frame{"[off-cpu: read]", "", 0});
+  uint32_t off_cpu = p.InternLocation(pseudo);
+
+  uint32_t read = p.InternStage("read"), dec = p.InternStage("decode");
+  uint32_t s_read = p.InternStagePath({read});
+  uint32_t s_decode = p.InternStagePath({read, dec});
+
+  auto add = [&](uint32_t process, uint32_t tid, std::vector<uint32_t> stack, uint32_t stage,
+                 bool on_cpu, int n) {
+    for (int i = 0; i < n; ++i) {
+      Sample s;
+      s.process = process;
+      s.tid = tid;
+      s.stack = p.InternStack(stack);
+      s.stage_path = stage;
+      s.on_cpu = on_cpu;
+      s.count = 1;
+      s.cpu_ns = on_cpu ? 10000000 : 0;
+      s.wall_ns = on_cpu ? 0 : 10000000;
+      s.kind = on_cpu ? SampleKind::kCpu : SampleKind::kWall;
+      p.samples.push_back(s);
+    }
+  };
+  add(0, 100, {train_step, main_fn}, 0, true, 50);
+  add(0, 100, {next_batch, main_fn}, 0, true, 5);
+  add(1, 201, {read_file, worker_loop}, s_read, true, 10);
+  add(1, 201, {off_cpu, libc_read, read_file, worker_loop}, s_read, false, 20);
+  add(1, 201, {decode, worker_loop}, s_decode, true, 30);
+  return p;
+}
+
+// Per-sample summary used to compare profiles: "pid role worker tid stage cpu stack" -> count.
+std::map<std::string, int64_t> Summary(const Profile& p, int64_t Sample::*field) {
+  std::map<std::string, int64_t> out;
+  for (const Sample& s : p.samples) {
+    const Process& proc = p.processes.at(s.process);
+    std::string key = std::to_string(proc.pid) + " " + proc.role + " " +
+                      std::to_string(proc.worker) + " " + proc.host + " " +
+                      std::to_string(s.tid) + " " + StagePathName(p, s.stage_path) + " " +
+                      (s.on_cpu ? "on" : "off");
+    for (uint32_t id : p.stacks.at(s.stack)) {
+      const Location& l = p.locations.at(id);
+      key += " |";
+      for (const Frame& f : l.frames) {
+        key += " " + f.function + "@" + f.file + ":" + std::to_string(f.line);
+      }
+    }
+    out[key] += s.*field;
+  }
+  return out;
+}
+
+TEST(PprofWireTest, EncodesVarintsPackedFieldsAndNestedMessages) {
+  ProtoEncoder e;
+  e.Varint(1, 300);  // 0x08 0xac 0x02
+  e.Int64(2, -1);    // ten bytes of two's complement
+  e.Bytes(3, "hi");
+  e.PackedVarints(4, {1, 150});
+  size_t t = e.BeginMessage(5);
+  e.Varint(1, 7);
+  e.EndMessage(t);
+  const std::string expected(
+      "\x08\xac\x02"
+      "\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01"
+      "\x1a\x02hi"
+      "\x22\x03\x01\x96\x01"
+      "\x2a\x02\x08\x07",
+      3 + 11 + 4 + 5 + 4);
+  EXPECT_EQ(e.data(), expected);
+}
+
+TEST(PprofTest, RoundTripKeepsSamplesLabelsAndFrames) {
+  TempDir dir;
+  Profile in = MakePipelineProfile();
+  WritePprof(in, dir.File("p.pb.gz"));
+  std::string gz = ReadAll(dir.File("p.pb.gz"));
+  ASSERT_GE(gz.size(), 2u);
+  EXPECT_EQ(static_cast<unsigned char>(gz[0]), 0x1f);  // gzipped on disk
+
+  Profile out;
+  ReadPprof(dir.File("p.pb.gz"), &out);
+  EXPECT_TRUE(out.warnings.empty()) << out.warnings.at(0);
+  EXPECT_EQ(Summary(out, &Sample::count), Summary(in, &Sample::count));
+  EXPECT_EQ(Summary(out, &Sample::cpu_ns), Summary(in, &Sample::cpu_ns));
+  EXPECT_EQ(Summary(out, &Sample::wall_ns), Summary(in, &Sample::wall_ns));
+  ASSERT_EQ(out.processes.size(), 2u);
+  EXPECT_EQ(out.processes[0].hz, 100);
+  EXPECT_EQ(out.processes[0].samples, 55u);
+  EXPECT_EQ(out.processes[1].samples, 40u);  // the 20 off-CPU ones are wall samples
+  EXPECT_TRUE(out.processes[1].complete);
+  ASSERT_EQ(out.processes[1].mappings.size(), 2u);  // one per module
+  EXPECT_EQ(out.processes[1].mappings[0].path, "/opt/app/train");
+  EXPECT_EQ(out.processes[1].mappings[0].start, 0x555500000000u);
+  EXPECT_EQ(out.processes[1].mappings[0].limit, 0x555500080000u);
+  EXPECT_EQ(out.processes[1].mappings[0].build_id, "0123456789abcdef0123456789abcdef01234567");
+  // File offsets survive, so the locations could be symbolized again.
+  for (const Location& l : out.locations) {
+    if (l.pseudo) continue;
+    bool found = false;
+    for (const Location& orig : in.locations) {
+      found |= orig.module == l.module && orig.module_offset == l.module_offset &&
+               orig.address == l.address && orig.build_id == l.build_id;
+    }
+    EXPECT_TRUE(found) << l.module << "+" << l.module_offset;
+  }
+}
+
+TEST(PprofTest, HostLabelSeparatesRuns) {
+  TempDir dir;
+  WritePprof(MakePipelineProfile("node-a"), dir.File("a.pb.gz"));
+  WritePprof(MakePipelineProfile("node-b"), dir.File("b.pb.gz"));
+  Profile merged;
+  ReadPprof(dir.File("a.pb.gz"), &merged);
+  ReadPprof(dir.File("b.pb.gz"), &merged);
+  ASSERT_EQ(merged.processes.size(), 4u);
+  EXPECT_EQ(merged.processes[0].host, "node-a");
+  EXPECT_EQ(merged.processes[3].host, "node-b");
+  int64_t count = 0;
+  for (const Sample& s : merged.samples) count += s.count;
+  EXPECT_EQ(count, 2 * 115);
+  EXPECT_EQ(merged.locations.size(), 8u);  // the same code in both runs is one location
+}
+
+TEST(PprofTest, TruncatedFileKeepsCompleteSamplesAndNamesTheOffset) {
+  TempDir dir;
+  std::string data = EncodePprof(MakePipelineProfile());
+  WriteAll(dir.File("cut.pb"), data.substr(0, data.size() - 3));
+  Profile cut;
+  ReadPprof(dir.File("cut.pb"), &cut);
+  ASSERT_EQ(cut.warnings.size(), 1u);
+  const std::string& w = cut.warnings[0];
+  EXPECT_EQ(w.rfind(dir.File("cut.pb") + ": offset ", 0), 0u) << w;
+  // The last (5th) summed sample was cut: the other four stay whole.
+  EXPECT_EQ(cut.samples.size(), 4u) << w;
+  ASSERT_FALSE(cut.processes.empty());
+  EXPECT_FALSE(cut.processes[0].complete);
+  EXPECT_EQ(cut.processes[0].warnings, cut.warnings);
+
+  // The offset named is where the broken field starts: cut there, the file is clean.
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(w, m, std::regex(R"(top-level field at offset (\d+))"))) << w;
+  size_t field_start = std::stoul(m[1]);
+  EXPECT_LT(field_start, data.size());
+  WriteAll(dir.File("clean.pb"), data.substr(0, field_start));
+  Profile clean;
+  ReadPprof(dir.File("clean.pb"), &clean);
+  EXPECT_TRUE(clean.warnings.empty());
+  EXPECT_EQ(Summary(clean, &Sample::count), Summary(cut, &Sample::count));
+}
+
+TEST(PprofTest, TruncatedGzipKeepsWhatInflated) {
+  TempDir dir;
+  // Enough distinct samples that half the compressed file holds many of them.
+  Profile big = MakePipelineProfile();
+  for (uint32_t tid = 1000; tid < 3000; ++tid) {
+    Sample s = big.samples[0];
+    s.tid = tid;
+    big.samples.push_back(s);
+  }
+  WritePprof(big, dir.File("big.pb.gz"));
+  std::string gz = ReadAll(dir.File("big.pb.gz"));
+  WriteAll(dir.File("half.pb.gz"), gz.substr(0, gz.size() / 2));
+  Profile half;
+  ReadPprof(dir.File("half.pb.gz"), &half);
+  ASSERT_EQ(half.warnings.size(), 2u);
+  EXPECT_NE(half.warnings[0].find("gzip stream truncated at compressed offset"), std::string::npos)
+      << half.warnings[0];
+  EXPECT_NE(half.warnings[1].find(": offset "), std::string::npos) << half.warnings[1];
+  EXPECT_GT(half.samples.size(), 100u);
+  EXPECT_LT(half.samples.size(), 2005u);
+}
+
+TEST(PprofTest, GarbageIsAWarningNotACrash) {
+  TempDir dir;
+  WriteAll(dir.File("junk"), std::string("\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x07", 12));
+  Profile p;
+  ReadPprof(dir.File("junk"), &p);
+  EXPECT_TRUE(p.samples.empty());
+  ASSERT_EQ(p.warnings.size(), 1u);
+  EXPECT_NE(p.warnings[0].find("junk: offset 0: varint longer than 10 bytes"), std::string::npos)
+      << p.warnings[0];
+  EXPECT_THROW(ReadPprof(dir.File("missing"), &p), std::runtime_error);
+}
+
+class GoPprofTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!HaveGo()) GTEST_SKIP() << "go is not installed";
+    WritePprof(MakePipelineProfile(), dir_.File("p.pb.gz"));
+  }
+  std::string Pprof(const std::string& args) {
+    int status = 0;
+    std::string out = RunCommand("go tool pprof " + args, &status);
+    EXPECT_EQ(status, 0) << out;
+    return out;
+  }
+  TempDir dir_;
+};
+
+TEST_F(GoPprofTest, TopShowsFlatSamplesPerFunction) {
+  std::string out = Pprof("-top -sample_index=samples " + dir_.File("p.pb.gz"));
+  // Golden output; pprof lists rows of equal flat value in its own order.
+  std::string expected =
+      "      flat  flat%   sum%        cum   cum%\n"
+      "        50 43.48% 43.48%         50 43.48%  TrainStep\n"
+      "        30 26.09% 69.57%         30 26.09%  ClampPixel (inline)\n"
+      "        20 17.39% 86.96%         20 17.39%  [off-cpu: read]\n"
+      "        10  8.70% 95.65%         30 26.09%  ReadFile\n"
+      "         5  4.35%   100%          5  4.35%  NextBatch\n"
+      "         0     0%   100%         30 26.09%  DecodeJpeg\n"
+      "         0     0%   100%         60 52.17%  WorkerLoop\n"
+      "         0     0%   100%         55 47.83%  main\n"
+      "         0     0%   100%         20 17.39%  read\n";
+  size_t table = out.find("      flat");
+  ASSERT_NE(table, std::string::npos) << out;
+  EXPECT_NE(out.find("Showing nodes accounting for 115, 100% of 115 total"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("Build ID: 0123456789abcdef0123456789abcdef01234567"), std::string::npos)
+      << out;
+  EXPECT_EQ(out.substr(table), expected);
+  // The default sample type is cpu: 95 on-CPU samples of 10ms.
+  std::string cpu = Pprof("-top " + dir_.File("p.pb.gz"));
+  EXPECT_NE(cpu.find("Type: cpu"), std::string::npos) << cpu;
+  EXPECT_NE(cpu.find("of 950ms total"), std::string::npos) << cpu;
+  std::string wall = Pprof("-top -sample_index=wall " + dir_.File("p.pb.gz"));
+  EXPECT_NE(wall.find("of 200ms total"), std::string::npos) << wall;
+}
+
+TEST_F(GoPprofTest, TracesShowInlinedFramesAndLines) {
+  std::string out = Pprof("-traces -lines " + dir_.File("p.pb.gz"));
+  EXPECT_NE(out.find("ClampPixel /src/jpeg.h:3 (inline)"), std::string::npos) << out;
+  EXPECT_NE(out.find("DecodeJpeg /src/jpeg.cc:55"), std::string::npos) << out;
+  EXPECT_NE(out.find("stage:  read/decode"), std::string::npos) << out;
+}
+
+// Collapses runs of blanks and writes "60.0" as "60": pprof versions differ there.
+std::string Squeeze(const std::string& s) {
+  return std::regex_replace(std::regex_replace(s, std::regex(R"(\b(\d+)\.0\b)"), "$1"),
+                            std::regex(" +"), " ");
+}
+
+TEST_F(GoPprofTest, TagsCountSamplesPerLabel) {
+  std::string out = Pprof("-tags -sample_index=samples " + dir_.File("p.pb.gz"));
+  const std::string expected =
+      " cpu: Total 115\n"
+      " 95 (82.61%): on\n"
+      " 20 (17.39%): off\n"
+      "\n"
+      " pid: Total 115\n"
+      " 60 (52.17%): 200\n"
+      " 55 (47.83%): 100\n"
+      "\n"
+      " role: Total 115\n"
+      " 60 (52.17%): worker\n"
+      " 55 (47.83%): main\n"
+      "\n"
+      " stage: Total 60\n"
+      " 30 (50.00%): read\n"
+      " 30 (50.00%): read/decode\n"
+      "\n"
+      " tid: Total 115\n"
+      " 60 (52.17%): 201\n"
+      " 55 (47.83%): 100\n"
+      "\n"
+      " worker: Total 60\n"
+      " 60 ( 100%): 0\n";
+  size_t start = out.find(" cpu: Total");
+  ASSERT_NE(start, std::string::npos) << out;
+  EXPECT_EQ(Squeeze(out.substr(start)).substr(0, expected.size()), expected) << out;
+}
+
+TEST_F(GoPprofTest, TagFocusSelectsStageSamples) {
+  std::string out =
+      Pprof("-top -sample_index=samples -tagfocus=stage=read/decode " + dir_.File("p.pb.gz"));
+  EXPECT_NE(out.find("Showing nodes accounting for 30, 26.09% of 115 total"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find(" 30 26.09% 26.09%         30 26.09%  ClampPixel (inline)"), std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("TrainStep"), std::string::npos) << out;
+  out = Pprof("-top -sample_index=samples -tagfocus=role=main " + dir_.File("p.pb.gz"));
+  EXPECT_NE(out.find("Showing nodes accounting for 55, 47.83% of 115 total"), std::string::npos)
+      << out;
+  out = Pprof("-top -sample_index=samples -tagfocus=cpu=off " + dir_.File("p.pb.gz"));
+  EXPECT_NE(out.find("accounting for 20, 17.39% of 115 total"), std::string::npos) << out;
+}
+
+TEST_F(GoPprofTest, TagRootPutsStagesAtTheRoot) {
+  std::string out =
+      Pprof("-traces -sample_index=samples -tagroot=stage " + dir_.File("p.pb.gz"));
+  // The stage becomes the outermost frame of each stack.
+  std::smatch m;
+  EXPECT_TRUE(std::regex_search(out, m,
+                                std::regex(R"(ClampPixel \(inline\)\n\s+DecodeJpeg\n\s+WorkerLoop\n\s+read/decode\n)")))
+      << out;
+}
+
+TEST_F(GoPprofTest, TwoRunsMergeOnOneCommandLine) {
+  WritePprof(MakePipelineProfile("node-b"), dir_.File("b.pb.gz"));
+  std::string out = Pprof("-top -sample_index=samples " + dir_.File("p.pb.gz") + " " +
+                          dir_.File("b.pb.gz"));
+  EXPECT_NE(out.find("of 230 total"), std::string::npos) << out;
+  out = Pprof("-top -sample_index=samples -tagfocus=host=node-b " + dir_.File("p.pb.gz") + " " +
+              dir_.File("b.pb.gz"));
+  EXPECT_NE(out.find("accounting for 115, 50.00% of 230 total"), std::string::npos) << out;
+}
+
+TEST_F(GoPprofTest, WhatGoWritesWeRead) {
+  // pprof re-encodes our profile with its own writer (samples before tables).
+  Pprof("-proto -output " + dir_.File("go.pb.gz") + " " + dir_.File("p.pb.gz"));
+  Profile go;
+  ReadPprof(dir_.File("go.pb.gz"), &go);
+  EXPECT_TRUE(go.warnings.empty());
+  EXPECT_EQ(Summary(go, &Sample::count), Summary(MakePipelineProfile(), &Sample::count));
+}
+
+}  // namespace
+}  // namespace dlprof
