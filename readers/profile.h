@@ -4,6 +4,7 @@
 #define DLPROF_READERS_PROFILE_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -37,6 +38,10 @@ struct Process {
   uint64_t dropped = 0;            // samples the process could not store
   bool complete = false;           // the file ended cleanly (process exited normally)
   std::vector<std::string> warnings;  // corruption, truncation: "file: offset N: what"
+  std::map<std::string, std::string> fields;  // everything the file said about the process
+  std::map<std::string, uint64_t> counters;   // the runtime's own counters (drops, handler_ns)
+  int64_t sampling_start_ns = 0;  // after an unprofiled baseline, when sampling began
+  std::string end_reason;         // "exit", "signal", or "" when the process vanished
 };
 
 // One source-level frame of a location (several when inlined).

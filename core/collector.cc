@@ -1,0 +1,438 @@
+#include "core/collector.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <time.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include <dlprof/format.h>
+
+#include "core/annotations.h"
+#include "core/proc_maps.h"
+#include "core/signal_handler.h"
+#include "core/varint.h"
+
+namespace dlprof {
+namespace {
+
+void PutU32(std::string* out, uint32_t v) {
+  for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
+}
+
+bool WriteAll(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+// A thread's CPU clock by tid (the kernel's encoding of a per-thread
+// CPUCLOCK_SCHED clock), readable from any thread of the process.
+clockid_t ThreadCpuClock(pid_t tid) { return static_cast<clockid_t>((~tid << 3) | 6); }
+
+std::string ThreadName(pid_t tid) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/self/task/%d/comm", tid);
+  std::string name;
+  if (FILE* f = fopen(path, "re")) {
+    char buf[64];
+    if (fgets(buf, sizeof(buf), f) != nullptr) name = buf;
+    fclose(f);
+  }
+  while (!name.empty() && name.back() == '\n') name.pop_back();
+  return name;
+}
+
+// 0 if the thread is running, else 1 + the number of the syscall it is
+// blocked in (from /proc/self/task/<tid>/syscall).
+uint64_t BlockedState(ThreadSlot* s) {
+  if (s->syscall_fd < 0) {
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/self/task/%d/syscall",
+             s->tid.load(std::memory_order_relaxed));
+    s->syscall_fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (s->syscall_fd < 0) return 0;
+  }
+  char buf[32];
+  ssize_t n = pread(s->syscall_fd, buf, sizeof(buf) - 1, 0);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  char* end = nullptr;
+  long nr = strtol(buf, &end, 10);
+  if (end == buf || nr < 0) return 0;  // "running", or -1 (in the kernel, no syscall)
+  return static_cast<uint64_t>(nr) + 1;
+}
+
+}  // namespace
+
+void Collector::Stream::PutTime(int64_t t) {
+  if (count == 0) base = last = t;
+  PutVarint(&body, ZigZag(t - last));
+  last = t;
+  ++count;
+}
+
+bool Collector::Open(int dir_fd, const std::string& name, std::string* error) {
+  fd_ = openat(dir_fd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd_ < 0) {
+    *error = "cannot create " + name + ": " + strerror(errno);
+    return false;
+  }
+  name_ = name;
+  std::string header(DLPROF_FILE_MAGIC, 8);
+  PutU32(&header, DLPROF_FORMAT_VERSION);
+  PutU32(&header, 0);
+  if (!WriteAll(fd_, header.data(), header.size())) {
+    *error = "cannot write " + name + ": " + strerror(errno);
+    close(fd_);
+    fd_ = -1;
+    return false;
+  }
+  bytes_written_ = header.size();
+  return true;
+}
+
+void Collector::SetProcessField(const std::string& key, const std::string& value) {
+  auto& slot = process_fields_[key];
+  if (slot != value) {
+    slot = value;
+    process_dirty_ = true;
+  }
+}
+
+uint32_t Collector::ThreadIndex(ThreadSlot* s) {
+  if (s->file_index < 0) {
+    s->file_index = static_cast<int>(next_thread_index_++);
+    pid_t tid = s->tid.load(std::memory_order_relaxed);
+    PutVarint(&threads_, static_cast<uint64_t>(s->file_index));
+    PutVarint(&threads_, static_cast<uint64_t>(tid));
+    PutBytes(&threads_, ThreadName(tid));
+    ++threads_count_;
+  }
+  return static_cast<uint32_t>(s->file_index);
+}
+
+uint32_t Collector::InternPath(const uint32_t* stages, uint32_t depth) {
+  if (depth == 0) return 0;
+  std::string key(reinterpret_cast<const char*>(stages), depth * sizeof(uint32_t));
+  auto [it, added] = path_ids_.emplace(std::move(key), paths_first_ + paths_count_);
+  if (added) {
+    PutVarint(&paths_, depth);
+    for (uint32_t i = 0; i < depth; ++i) PutVarint(&paths_, stages[i]);
+    ++paths_count_;
+  }
+  return it->second;
+}
+
+uint32_t Collector::InternStack(const uint64_t* pcs, uint32_t n) {
+  std::string key(reinterpret_cast<const char*>(pcs), n * sizeof(uint64_t));
+  auto [it, added] = stack_ids_.emplace(std::move(key), stacks_first_ + stacks_count_);
+  if (added) {
+    PutVarint(&stacks_, n);
+    uint64_t prev = 0;
+    for (uint32_t i = 0; i < n; ++i) {
+      PutVarint(&stacks_, ZigZag(static_cast<int64_t>(pcs[i] - prev)));
+      prev = pcs[i];
+    }
+    ++stacks_count_;
+  }
+  return it->second;
+}
+
+void Collector::DrainSamples(ThreadSlot* s) {
+  WordRing& ring = s->samples;
+  if (!ring.ready()) return;
+  uint64_t pos = ring.ReadPos();
+  const uint64_t end = ring.ReadableEnd();
+  uint64_t pcs[kMaxFrames];
+  uint32_t stages[kMaxStageDepth];
+  while (pos + 2 <= end) {
+    uint64_t head = ring.Get(pos);
+    if (head >> 56 != kSampleTag) break;  // cannot happen with a correct producer
+    uint32_t frames = head & 0xffff;
+    uint32_t depth = (head >> 16) & 0xff;
+    uint32_t extra = (head >> 32) & 0xffff;
+    if (frames > kMaxFrames) frames = kMaxFrames;
+    if (depth > kMaxStageDepth) depth = kMaxStageDepth;
+    int64_t time = static_cast<int64_t>(ring.Get(pos + 1));
+    uint64_t w = pos + 2;
+    for (uint32_t i = 0; i < depth; ++i) {
+      uint64_t word = ring.Get(w + i / 2);
+      stages[i] = static_cast<uint32_t>(i % 2 == 0 ? word : word >> 32);
+    }
+    w += (depth + 1) / 2;
+    for (uint32_t i = 0; i < frames; ++i) pcs[i] = ring.Get(w + i);
+    w += frames;
+
+    samples_.PutTime(time);
+    PutVarint(&samples_.body, ThreadIndex(s));
+    PutVarint(&samples_.body, InternStack(pcs, frames));
+    PutVarint(&samples_.body, InternPath(stages, depth));
+    PutVarint(&samples_.body, extra);
+    ++samples_total_;
+    pos = w;
+  }
+  ring.Release(pos);
+}
+
+void Collector::DrainEvents(ThreadSlot* s) {
+  WordRing& ring = s->events;
+  if (!ring.ready()) return;
+  uint64_t pos = ring.ReadPos();
+  const uint64_t end = ring.ReadableEnd();
+  while (pos + 2 <= end) {
+    uint64_t head = ring.Get(pos);
+    events_.PutTime(static_cast<int64_t>(ring.Get(pos + 1)));
+    PutVarint(&events_.body, ThreadIndex(s));
+    PutVarint(&events_.body, head >> 56);
+    PutVarint(&events_.body, head & 0xffffffffu);
+    pos += 2;
+  }
+  ring.Release(pos);
+}
+
+void Collector::AddRetiredCounters(ThreadSlot* s) {
+  retired_samples_ += s->samples_taken.load(std::memory_order_relaxed);
+  retired_dropped_ring_ += s->dropped_ring.load(std::memory_order_relaxed);
+  retired_dropped_busy_ += s->dropped_busy.load(std::memory_order_relaxed);
+  retired_handler_ns_ += s->handler_ns.load(std::memory_order_relaxed);
+  retired_events_dropped_ += s->events_dropped.load(std::memory_order_relaxed);
+}
+
+void Collector::Drain() {
+  for (int i = 0; i < kMaxThreads; ++i) {
+    ThreadSlot* s = SlotAt(i);
+    int state = s->state.load(std::memory_order_acquire);
+    if (state != kSlotLive && state != kSlotExited) continue;
+    DrainSamples(s);
+    DrainEvents(s);
+    if (state == kSlotExited) {
+      AddRetiredCounters(s);
+      if (s->syscall_fd >= 0) close(s->syscall_fd);
+      s->syscall_fd = -1;
+      s->state.store(kSlotFree, std::memory_order_release);
+    }
+  }
+}
+
+void Collector::SnapshotTick(int64_t now) {
+  for (int i = 0; i < BufferCount(); ++i) {
+    dlprof_buffer* b = BufferAt(i);
+    uint64_t size = b->size.load(std::memory_order_relaxed);
+    snapshots_.PutTime(now);
+    PutVarint(&snapshots_.body, static_cast<uint64_t>(i));
+    PutVarint(&snapshots_.body, size);
+    b->snapshots.fetch_add(1, std::memory_order_relaxed);
+    if (b->capacity > 0) {
+      uint64_t ppm = size >= b->capacity ? 1000000 : size * 1000000 / b->capacity;
+      b->occupancy_ppm_sum.fetch_add(ppm, std::memory_order_relaxed);
+    }
+    if (size == 0) b->empty_snapshots.fetch_add(1, std::memory_order_relaxed);
+    if (b->capacity > 0 && size >= b->capacity) {
+      b->full_snapshots.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+
+  ++wall_ticks_;
+  for (int i = 0; i < kMaxThreads; ++i) {
+    ThreadSlot* s = SlotAt(i);
+    if (s->state.load(std::memory_order_acquire) != kSlotLive) continue;
+    timespec ts;
+    if (clock_gettime(ThreadCpuClock(s->tid.load(std::memory_order_relaxed)), &ts) != 0) continue;
+    int64_t cpu = static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+    if (s->last_cpu_ns < 0) {  // first sight: a baseline only
+      s->last_cpu_ns = cpu;
+      s->last_wall_ns = now;
+      continue;
+    }
+    int64_t wall_delta = now - s->last_wall_ns;
+    int64_t cpu_delta = cpu - s->last_cpu_ns;
+    if (cpu_delta < 0) cpu_delta = 0;
+    if (cpu_delta > wall_delta) cpu_delta = wall_delta;
+    s->last_cpu_ns = cpu;
+    s->last_wall_ns = now;
+    uint32_t stages[kMaxStageDepth];
+    uint32_t depth = s->depth.load(std::memory_order_relaxed);
+    if (depth > kMaxStageDepth) depth = kMaxStageDepth;
+    for (uint32_t d = 0; d < depth; ++d) stages[d] = s->stages[d].load(std::memory_order_relaxed);
+    uint64_t state = cpu_delta * 2 < wall_delta ? BlockedState(s) : 0;
+    wall_.PutTime(now);
+    PutVarint(&wall_.body, ThreadIndex(s));
+    PutVarint(&wall_.body, InternPath(stages, depth));
+    PutVarint(&wall_.body, static_cast<uint64_t>(wall_delta));
+    PutVarint(&wall_.body, static_cast<uint64_t>(cpu_delta));
+    PutVarint(&wall_.body, state);
+  }
+}
+
+void Collector::AppendChunk(std::string* out, uint32_t type, const std::string& payload) {
+  PutU32(out, DLPROF_CHUNK_MAGIC);
+  PutU32(out, type);
+  PutU32(out, static_cast<uint32_t>(payload.size()));
+  PutU32(out, static_cast<uint32_t>(
+                  crc32(0, reinterpret_cast<const Bytef*>(payload.data()), payload.size())));
+  out->append(payload);
+}
+
+bool Collector::Flush() {
+  if (fd_ < 0 || failed_) return false;
+  std::string out, p;
+  if (process_dirty_) {
+    PutVarint(&p, process_fields_.size());
+    for (const auto& [k, v] : process_fields_) {
+      PutBytes(&p, k);
+      PutBytes(&p, v);
+    }
+    AppendChunk(&out, DLPROF_CHUNK_PROCESS, p);
+    process_dirty_ = false;
+  }
+  if (threads_count_ > 0) {
+    p.clear();
+    PutVarint(&p, threads_count_);
+    p += threads_;
+    AppendChunk(&out, DLPROF_CHUNK_THREADS, p);
+    threads_.clear();
+    threads_count_ = 0;
+  }
+  if (uint32_t n = StageCount(); n > stages_written_) {
+    p.clear();
+    PutVarint(&p, n - stages_written_);
+    for (uint32_t id = stages_written_ + 1; id <= n; ++id) {
+      PutVarint(&p, id);
+      const char* name = StageName(id);
+      PutBytes(&p, name ? name : "");
+    }
+    AppendChunk(&out, DLPROF_CHUNK_STAGES, p);
+    stages_written_ = n;
+  }
+  if (paths_count_ > 0) {
+    p.clear();
+    PutVarint(&p, paths_first_);
+    PutVarint(&p, paths_count_);
+    p += paths_;
+    AppendChunk(&out, DLPROF_CHUNK_STAGE_PATHS, p);
+    paths_first_ += paths_count_;
+    paths_count_ = 0;
+    paths_.clear();
+  }
+  if (stacks_count_ > 0) {
+    p.clear();
+    PutVarint(&p, stacks_first_);
+    PutVarint(&p, stacks_count_);
+    p += stacks_;
+    AppendChunk(&out, DLPROF_CHUNK_STACKS, p);
+    stacks_first_ += stacks_count_;
+    stacks_count_ = 0;
+    stacks_.clear();
+  }
+  if (uint64_t gen = LoadedObjectsGeneration(); gen != maps_generation_) {
+    maps_generation_ = gen;
+    std::vector<MapEntry> maps = ReadExecutableMappings();
+    p.clear();
+    PutVarint(&p, maps.size());
+    for (const MapEntry& m : maps) {
+      PutVarint(&p, m.start);
+      PutVarint(&p, m.end);
+      PutVarint(&p, m.offset);
+      PutBytes(&p, m.path);
+      PutBytes(&p, m.build_id);
+    }
+    AppendChunk(&out, DLPROF_CHUNK_MAPS, p);
+  }
+  if (int n = BufferCount(); n > buffers_written_) {
+    p.clear();
+    PutVarint(&p, static_cast<uint64_t>(n - buffers_written_));
+    for (int i = buffers_written_; i < n; ++i) {
+      PutVarint(&p, static_cast<uint64_t>(i));
+      PutBytes(&p, BufferAt(i)->name);
+      PutVarint(&p, BufferAt(i)->capacity);
+    }
+    AppendChunk(&out, DLPROF_CHUNK_BUFFERS, p);
+    buffers_written_ = n;
+  }
+  const std::pair<Stream*, uint32_t> streams[] = {{&samples_, DLPROF_CHUNK_SAMPLES},
+                                                  {&wall_, DLPROF_CHUNK_WALL},
+                                                  {&snapshots_, DLPROF_CHUNK_SNAPSHOTS},
+                                                  {&events_, DLPROF_CHUNK_EVENTS}};
+  for (const auto& [stream, type] : streams) {
+    if (stream->count == 0) continue;
+    p.clear();
+    PutVarint(&p, static_cast<uint64_t>(stream->base));
+    PutVarint(&p, stream->count);
+    p += stream->body;
+    AppendChunk(&out, type, p);
+    *stream = Stream{};
+  }
+
+  // Counters: those of exited threads plus the live ones.
+  uint64_t samples = retired_samples_, ring = retired_dropped_ring_, busy = retired_dropped_busy_,
+           handler = retired_handler_ns_, events = retired_events_dropped_;
+  for (int i = 0; i < kMaxThreads; ++i) {
+    ThreadSlot* s = SlotAt(i);
+    if (s->state.load(std::memory_order_acquire) != kSlotLive) continue;
+    samples += s->samples_taken.load(std::memory_order_relaxed);
+    ring += s->dropped_ring.load(std::memory_order_relaxed);
+    busy += s->dropped_busy.load(std::memory_order_relaxed);
+    handler += s->handler_ns.load(std::memory_order_relaxed);
+    events += s->events_dropped.load(std::memory_order_relaxed);
+  }
+  const std::pair<const char*, uint64_t> stats[] = {
+      {"samples", samples},
+      {"dropped_ring", ring},
+      {"dropped_busy", busy},
+      {"dropped_nothread", g_sampler.dropped_nothread.load(std::memory_order_relaxed)},
+      {"events_dropped", events},
+      {"handler_ns", handler},
+      {"wall_ticks", wall_ticks_}};
+  p.clear();
+  PutVarint(&p, sizeof(stats) / sizeof(stats[0]));
+  for (const auto& [name, value] : stats) {
+    PutBytes(&p, name);
+    PutVarint(&p, value);
+  }
+  AppendChunk(&out, DLPROF_CHUNK_STATS, p);
+
+  if (!WriteAll(fd_, out.data(), out.size())) {
+    failed_ = true;
+    char msg[256];
+    int len = snprintf(msg, sizeof(msg),
+                       "dlprof: cannot write %s (%s); profiling of this process stops, "
+                       "what was written stays readable\n",
+                       name_.c_str(), strerror(errno));
+    if (len > 0) (void)!write(STDERR_FILENO, msg, static_cast<size_t>(len));
+    return false;
+  }
+  bytes_written_ += out.size();
+  return true;
+}
+
+void Collector::Finish(int64_t end_ns) {
+  if (fd_ < 0) return;
+  Drain();
+  Flush();
+  if (!failed_) {
+    std::string out, p;
+    PutVarint(&p, static_cast<uint64_t>(end_ns));
+    AppendChunk(&out, DLPROF_CHUNK_END, p);
+    if (WriteAll(fd_, out.data(), out.size())) bytes_written_ += out.size();
+  }
+  close(fd_);
+  fd_ = -1;
+}
+
+void Collector::Abandon() {
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+}
+
+}  // namespace dlprof

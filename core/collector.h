@@ -1,0 +1,96 @@
+// The collector: the one background thread's work. It drains every thread's
+// rings, takes buffer snapshots and wall-clock ticks, deduplicates stacks and
+// stage paths, and appends checksummed chunks to this process's .dlprof file.
+// Nothing here runs in a signal handler.
+#ifndef DLPROF_CORE_COLLECTOR_H_
+#define DLPROF_CORE_COLLECTOR_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/thread_registry.h"
+
+namespace dlprof {
+
+class Collector {
+ public:
+  // Creates `name` in the folder `dir_fd` (never overwriting, never following
+  // a symlink, mode 0600) and writes the file header. False and *error if not.
+  bool Open(int dir_fd, const std::string& name, std::string* error);
+  bool is_open() const { return fd_ >= 0; }
+  const std::string& file_name() const { return name_; }
+
+  // Process facts for the PROCESS chunk (written at the next Flush).
+  void SetProcessField(const std::string& key, const std::string& value);
+
+  // One 'snapshot_ms' tick: buffer snapshots and each thread's wall/CPU time.
+  void SnapshotTick(int64_t now_ns);
+  // Moves every thread's pending samples and events into the chunk buffers;
+  // frees the slots of threads that have exited.
+  void Drain();
+  // Appends everything pending to the file. On a write error, warns once and
+  // stops (returns false from then on); what was written stays readable.
+  bool Flush();
+  // Final flush with an END chunk; closes the file.
+  void Finish(int64_t end_ns);
+  // In a fork child: forget the parent's file without writing to it.
+  void Abandon();
+
+  uint64_t bytes_written() const { return bytes_written_; }
+  uint64_t samples_written() const { return samples_total_; }
+
+ private:
+  uint32_t ThreadIndex(ThreadSlot* s);
+  uint32_t InternPath(const uint32_t* stages, uint32_t depth);
+  uint32_t InternStack(const uint64_t* pcs, uint32_t n);
+  void DrainSamples(ThreadSlot* s);
+  void DrainEvents(ThreadSlot* s);
+  void AppendChunk(std::string* out, uint32_t type, const std::string& payload);
+  void AddRetiredCounters(ThreadSlot* s);
+
+  int fd_ = -1;
+  std::string name_;
+  bool failed_ = false;
+  uint64_t bytes_written_ = 0;
+  uint64_t samples_total_ = 0;
+
+  std::map<std::string, std::string> process_fields_;
+  bool process_dirty_ = false;
+
+  uint32_t next_thread_index_ = 0;
+  std::string threads_;  // pending THREADS entries
+  uint32_t threads_count_ = 0;
+  uint32_t stages_written_ = 0;
+
+  std::unordered_map<std::string, uint32_t> path_ids_;
+  std::string paths_;
+  uint32_t paths_first_ = 1, paths_count_ = 0;
+
+  std::unordered_map<std::string, uint32_t> stack_ids_;
+  std::string stacks_;
+  uint32_t stacks_first_ = 1, stacks_count_ = 0;
+
+  uint64_t maps_generation_ = UINT64_MAX;
+  int buffers_written_ = 0;
+
+  struct Stream {  // a time-ordered record chunk: SAMPLES, WALL, SNAPSHOTS, EVENTS
+    std::string body;
+    uint32_t count = 0;
+    int64_t base = 0;
+    int64_t last = 0;
+    void PutTime(int64_t t);
+  };
+  Stream samples_, wall_, snapshots_, events_;
+
+  // Counters of threads that have exited.
+  uint64_t retired_samples_ = 0, retired_dropped_ring_ = 0, retired_dropped_busy_ = 0,
+           retired_handler_ns_ = 0, retired_events_dropped_ = 0;
+  uint64_t wall_ticks_ = 0;
+};
+
+}  // namespace dlprof
+
+#endif  // DLPROF_CORE_COLLECTOR_H_

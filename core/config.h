@@ -1,0 +1,35 @@
+// Runtime configuration, read once from the environment at start-up.
+#ifndef DLPROF_CORE_CONFIG_H_
+#define DLPROF_CORE_CONFIG_H_
+
+#include <functional>
+#include <string>
+
+namespace dlprof {
+
+enum class Mode { kLight, kDetailed };
+
+struct Config {
+  bool enabled = false;                 // DLPROF_SAMPLE
+  std::string out_dir = "./dlprof-out";  // DLPROF_OUT
+  int hz = 100;                         // DLPROF_HZ (default 100, or 1000 in detailed mode)
+  Mode mode = Mode::kLight;             // DLPROF_MODE=light|detailed
+  std::string unwinder = "auto";        // DLPROF_BACKEND
+  std::string timer = "auto";           // DLPROF_TIMER
+  int warmup_steps = 2;                 // DLPROF_WARMUP_STEPS (used by the reporter)
+  int baseline_steps = 0;               // DLPROF_BASELINE_STEPS
+  int snapshot_ms = 10;                 // DLPROF_SNAPSHOT_MS: buffer snapshots and wall ticks
+  int max_frames = 128;                 // DLPROF_MAX_FRAMES
+};
+
+// Reads the configuration through `getenv_fn` (getenv in production). Every
+// invalid value is reported by one call of `warn` with a one-line message
+// naming the variable, and replaced by its default. Never throws.
+Config ParseConfig(const std::function<const char*(const char*)>& getenv_fn,
+                   const std::function<void(const std::string&)>& warn);
+
+const char* ModeName(Mode m);
+
+}  // namespace dlprof
+
+#endif  // DLPROF_CORE_CONFIG_H_

@@ -1,0 +1,38 @@
+// The profiling session of this process: start from the library constructor,
+// thread registration (pthread_create is interposed), fork, exit and
+// termination handling, and the collector thread.
+#ifndef DLPROF_CORE_SESSION_H_
+#define DLPROF_CORE_SESSION_H_
+
+#include <atomic>
+#include <cstdint>
+
+#include "core/thread_registry.h"
+
+namespace dlprof {
+
+// True once this process samples (read on every annotation: keep it cheap).
+extern std::atomic<bool> g_session_started;
+// True in DLPROF_MODE=detailed: stage enter/exit become timeline events.
+extern bool g_session_detailed;
+
+// The calling thread's slot, registering the thread if it is new to dlprof
+// (a thread that existed before start, or one not made by pthread_create).
+// nullptr when not sampling. Not signal-safe.
+ThreadSlot* AdoptCurrentThread();
+
+// Appends an annotation event to the thread's event ring (drops and counts
+// when full). Not signal-safe (the owning thread only).
+void PushEvent(ThreadSlot* s, uint64_t kind, uint32_t stage);
+
+// Asks the collector to write everything now; waits at most timeout_ms.
+// Returns true when written.
+bool RequestFlush(int timeout_ms);
+
+void SetWorker(int worker_id);
+// Counts a finished step (ends the unprofiled baseline when one is asked for).
+void OnStepEnd();
+
+}  // namespace dlprof
+
+#endif  // DLPROF_CORE_SESSION_H_

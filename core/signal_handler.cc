@@ -1,0 +1,97 @@
+#include "core/signal_handler.h"
+
+#include <errno.h>
+#include <time.h>
+#include <ucontext.h>
+
+#include "core/thread_registry.h"
+
+namespace dlprof {
+
+SamplerState g_sampler;
+
+namespace {
+struct sigaction g_previous_action;
+}
+
+int64_t MonotonicNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);  // vDSO: no syscall, signal-safe
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+bool InstallSignalHandler(int signo) {
+  struct sigaction sa {};
+  sa.sa_sigaction = HandleProfilingSignal;
+  sa.sa_flags = SA_RESTART | SA_SIGINFO;
+  sigemptyset(&sa.sa_mask);
+  return sigaction(signo, &sa, &g_previous_action) == 0;
+}
+
+void RestoreSignalHandler(int signo) { sigaction(signo, &g_previous_action, nullptr); }
+
+void HandleProfilingSignal(int, siginfo_t* info, void* ucontext) {
+  const int saved_errno = errno;
+  ThreadSlot* s = t_slot;
+  if (s != nullptr && (s->tid.load(std::memory_order_relaxed) != t_tid ||
+                       s->state.load(std::memory_order_acquire) != kSlotLive)) {
+    s = nullptr;  // the slot was freed (thread exiting) or given to another thread
+    t_slot = nullptr;
+  }
+  if (s == nullptr) {
+    // A thread that existed before start, or one the process-wide timer chose:
+    // find its slot once (then remember it).
+    pid_t tid = CurrentTid();
+    s = FindSlot(tid);
+    if (s != nullptr) {
+      t_tid = tid;
+      t_slot = s;
+    }
+  }
+  if (s == nullptr || !g_sampler.active.load(std::memory_order_relaxed)) {
+    if (s == nullptr) g_sampler.dropped_nothread.fetch_add(1, std::memory_order_relaxed);
+    errno = saved_errno;
+    return;
+  }
+  if (s->in_handler.exchange(1, std::memory_order_acquire) != 0) {
+    s->dropped_busy.fetch_add(1, std::memory_order_relaxed);
+    errno = saved_errno;
+    return;
+  }
+  const int64_t start = MonotonicNs();
+
+  uintptr_t pcs[kMaxFrames];
+  int frames = g_sampler.unwinder->Unwind(static_cast<const ucontext_t*>(ucontext), s->bounds,
+                                          pcs, g_sampler.max_frames);
+  if (frames < 0) frames = 0;
+  uint32_t depth = s->depth.load(std::memory_order_relaxed);
+  if (depth > static_cast<uint32_t>(kMaxStageDepth)) depth = kMaxStageDepth;
+  int extra = g_sampler.timer->Overrun(info);
+  if (extra < 0) extra = 0;
+  if (extra > 0xfffe) extra = 0xfffe;
+
+  const size_t stage_words = (depth + 1) / 2;
+  const size_t n = 2 + stage_words + static_cast<size_t>(frames);
+  uint64_t pos = s->samples.Reserve(n);
+  if (pos == UINT64_MAX) {
+    s->dropped_ring.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    // Word by word: no memcpy inside the signal handler.
+    s->samples.Put(pos, kSampleTag << 56 | static_cast<uint64_t>(extra) << 32 |
+                            static_cast<uint64_t>(depth) << 16 | static_cast<uint64_t>(frames));
+    s->samples.Put(pos + 1, static_cast<uint64_t>(start));
+    for (size_t w = 0; w < stage_words; ++w) {
+      uint64_t lo = s->stages[2 * w].load(std::memory_order_relaxed);
+      uint64_t hi = 2 * w + 1 < depth ? s->stages[2 * w + 1].load(std::memory_order_relaxed) : 0;
+      s->samples.Put(pos + 2 + w, lo | hi << 32);
+    }
+    for (int f = 0; f < frames; ++f) s->samples.Put(pos + 2 + stage_words + f, pcs[f]);
+    s->samples.Commit(pos, n);
+    s->samples_taken.fetch_add(1, std::memory_order_relaxed);
+  }
+  s->handler_ns.fetch_add(static_cast<uint64_t>(MonotonicNs() - start), std::memory_order_relaxed);
+  s->in_handler.store(0, std::memory_order_release);
+  errno = saved_errno;
+}
+
+}  // namespace dlprof

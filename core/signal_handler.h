@@ -1,0 +1,48 @@
+// The profiling signal handler: one sample of the interrupted thread into its
+// ring. Everything it reads is set up before the signal is installed.
+#ifndef DLPROF_CORE_SIGNAL_HANDLER_H_
+#define DLPROF_CORE_SIGNAL_HANDLER_H_
+
+#include <signal.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include "backends/timer_source.h"
+#include "backends/unwinder.h"
+
+namespace dlprof {
+
+constexpr int kMaxFrames = 512;
+
+// Sample record in a thread's sample ring:
+//   word 0: kSampleTag << 56 | weight-1 (16 bits) << 32 | stage depth << 16 | frame count
+//   word 1: CLOCK_MONOTONIC ns
+//   ceil(depth / 2) words: stage ids, two per word, outermost first
+//   frame count words: pcs, leaf first
+constexpr uint64_t kSampleTag = 0xD1;
+
+struct SamplerState {
+  Unwinder* unwinder = nullptr;
+  TimerSource* timer = nullptr;
+  int max_frames = 128;
+  std::atomic<bool> active{false};  // false: the handler records nothing
+  std::atomic<uint64_t> dropped_nothread{0};  // signals on threads with no slot
+};
+extern SamplerState g_sampler;
+
+// Installs HandleProfilingSignal for `signo` with SA_RESTART | SA_SIGINFO.
+// Not signal-safe; call before any timer is armed.
+bool InstallSignalHandler(int signo);
+void RestoreSignalHandler(int signo);
+
+// This function is safe to call from asynchronous signals (not re-entrant on a
+// thread: a nested call drops its sample and counts it). Saves and restores
+// errno; never allocates, locks or blocks; a full ring drops and counts.
+void HandleProfilingSignal(int signo, siginfo_t* info, void* ucontext);
+
+int64_t MonotonicNs();
+
+}  // namespace dlprof
+
+#endif  // DLPROF_CORE_SIGNAL_HANDLER_H_

@@ -1,0 +1,94 @@
+#include "core/thread_registry.h"
+
+#include <pthread.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+namespace dlprof {
+
+__thread ThreadSlot* t_slot __attribute__((tls_model("initial-exec"))) = nullptr;
+__thread pid_t t_tid __attribute__((tls_model("initial-exec"))) = 0;
+
+namespace {
+
+ThreadSlot g_slots[kMaxThreads];
+
+uint64_t* MapWords(size_t words) {
+  void* p = mmap(nullptr, words * sizeof(uint64_t), PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? nullptr : static_cast<uint64_t*>(p);
+}
+
+// Ring memory per slot, kept across reuse so a late signal can never write
+// into freed memory.
+uint64_t* g_sample_mem[kMaxThreads];
+uint64_t* g_event_mem[kMaxThreads];
+
+}  // namespace
+
+ThreadSlot* SlotAt(int i) { return &g_slots[i]; }
+
+StackBounds CurrentStackBounds() {
+  StackBounds b;
+  pthread_attr_t attr;
+  if (pthread_getattr_np(pthread_self(), &attr) != 0) return b;
+  void* addr = nullptr;
+  size_t size = 0;
+  if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
+    b.lo = reinterpret_cast<uintptr_t>(addr);
+    b.hi = b.lo + size;
+  }
+  pthread_attr_destroy(&attr);
+  return b;
+}
+
+void ResetSlot(ThreadSlot* s) {
+  s->samples.Reset();
+  s->events.Reset();
+  s->depth.store(0, std::memory_order_relaxed);
+  s->in_handler.store(0, std::memory_order_relaxed);
+  s->samples_taken.store(0, std::memory_order_relaxed);
+  s->dropped_ring.store(0, std::memory_order_relaxed);
+  s->dropped_busy.store(0, std::memory_order_relaxed);
+  s->handler_ns.store(0, std::memory_order_relaxed);
+  s->events_dropped.store(0, std::memory_order_relaxed);
+  s->file_index = -1;
+  s->last_cpu_ns = -1;
+  s->last_wall_ns = 0;
+}
+
+ThreadSlot* ClaimSlot(pid_t tid) {
+  for (int i = 0; i < kMaxThreads; ++i) {
+    int expected = kSlotFree;
+    if (!g_slots[i].state.compare_exchange_strong(expected, kSlotClaimed)) continue;
+    ThreadSlot* s = &g_slots[i];
+    if (g_sample_mem[i] == nullptr) g_sample_mem[i] = MapWords(kSampleRingWords);
+    if (g_event_mem[i] == nullptr) g_event_mem[i] = MapWords(kEventRingWords);
+    s->samples.Init(g_sample_mem[i], g_sample_mem[i] ? kSampleRingWords : 0);
+    s->events.Init(g_event_mem[i], g_event_mem[i] ? kEventRingWords : 0);
+    ResetSlot(s);
+    s->tid.store(tid, std::memory_order_relaxed);
+    s->bounds = tid == CurrentTid() ? CurrentStackBounds() : StackBounds{};
+    s->timer = ThreadTimer{};
+    if (s->syscall_fd >= 0) close(s->syscall_fd);
+    s->syscall_fd = -1;
+    return s;
+  }
+  return nullptr;
+}
+
+void PublishSlot(ThreadSlot* s) { s->state.store(kSlotLive, std::memory_order_release); }
+
+ThreadSlot* FindSlot(pid_t tid) {
+  for (int i = 0; i < kMaxThreads; ++i) {
+    ThreadSlot* s = &g_slots[i];
+    if (s->state.load(std::memory_order_acquire) == kSlotLive &&
+        s->tid.load(std::memory_order_relaxed) == tid) {
+      return s;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace dlprof

@@ -1,0 +1,85 @@
+// The threads being sampled: one preallocated slot per live thread, holding
+// everything the signal handler touches (so it never allocates).
+#ifndef DLPROF_CORE_THREAD_REGISTRY_H_
+#define DLPROF_CORE_THREAD_REGISTRY_H_
+
+#include <sys/types.h>
+#include <time.h>
+
+#include <atomic>
+#include <cstdint>
+
+#include <dlprof/dlprof.h>
+
+#include "backends/timer_source.h"
+#include "backends/unwinder.h"
+#include "core/word_ring.h"
+
+namespace dlprof {
+
+constexpr int kMaxThreads = 1024;
+constexpr int kMaxStageDepth = DLPROF_MAX_STAGE_DEPTH;
+constexpr size_t kSampleRingWords = 1 << 15;  // 256 KiB: > 100 ms of deep stacks at 1000 Hz
+constexpr size_t kEventRingWords = 1 << 13;   // 64 KiB: 4096 events between drains
+
+enum SlotState : int { kSlotFree = 0, kSlotClaimed = 1, kSlotLive = 2, kSlotExited = 3 };
+
+struct ThreadSlot {
+  std::atomic<int> state{kSlotFree};
+  std::atomic<int> tid{0};
+  StackBounds bounds;
+  ThreadTimer timer;
+  WordRing samples;  // written by the signal handler on this thread
+  WordRing events;   // written by this thread's annotations
+
+  // The stage stack, written only by the owning thread; read by its signal
+  // handler and, racily but harmlessly, by the collector's wall ticks.
+  std::atomic<uint32_t> depth{0};
+  std::atomic<uint32_t> stages[kMaxStageDepth] = {};
+
+  std::atomic<int> in_handler{0};
+  // Counters the handler and the thread bump; the collector reports them.
+  std::atomic<uint64_t> samples_taken{0};
+  std::atomic<uint64_t> dropped_ring{0};
+  std::atomic<uint64_t> dropped_busy{0};
+  std::atomic<uint64_t> handler_ns{0};
+  std::atomic<uint64_t> events_dropped{0};
+
+  // Collector-only fields (never touched by the handler).
+  int file_index = -1;     // thread index in the profile file, -1 = not yet written
+  int syscall_fd = -1;     // /proc/self/task/<tid>/syscall, for off-CPU states
+  int64_t last_cpu_ns = -1;
+  int64_t last_wall_ns = 0;
+};
+
+// The current thread's slot, or nullptr when it is not sampled. Initial-exec
+// TLS so that reading it from the signal handler never calls __tls_get_addr.
+extern __thread ThreadSlot* t_slot __attribute__((tls_model("initial-exec")));
+// The kernel tid of the current thread as registered (0 before), so the
+// handler can tell a stale t_slot from its own without a syscall.
+extern __thread pid_t t_tid __attribute__((tls_model("initial-exec")));
+
+ThreadSlot* SlotAt(int i);
+
+// Claims a slot for `tid` (allocating its rings on first use; rings are kept
+// when a slot is reused, and never freed). Fills the stack bounds when `tid` is
+// the calling thread. nullptr when all slots are taken. Not signal-safe.
+ThreadSlot* ClaimSlot(pid_t tid);
+// Makes a claimed slot visible to the handler and the collector.
+void PublishSlot(ThreadSlot* s);
+// The slot of a live thread by tid, or nullptr.
+// This function is safe to call from asynchronous signals.
+ThreadSlot* FindSlot(pid_t tid);
+
+// Clears every counter and ring of a slot (claim time, or in a fork child).
+void ResetSlot(ThreadSlot* s);
+
+// Bounds of the calling thread's stack, from pthread_getattr_np.
+StackBounds CurrentStackBounds();
+
+// The calling thread's kernel tid (defined with the backends, which need it too).
+pid_t CurrentTid();
+
+}  // namespace dlprof
+
+#endif  // DLPROF_CORE_THREAD_REGISTRY_H_

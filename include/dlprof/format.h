@@ -1,0 +1,73 @@
+/* The .dlprof file format, version 1. Full description: docs/FORMAT.md.
+ *
+ * A file is a 16-byte file header followed by chunks. Each chunk is a 16-byte
+ * chunk header and a payload; the payload is a sequence of unsigned LEB128
+ * varints ("v") and length-prefixed byte strings ("s" = v length, bytes).
+ * Chunks are self-checking (CRC-32 of the payload, zlib's polynomial), so a
+ * reader keeps every intact chunk of a truncated or damaged file and can
+ * resynchronise on the next chunk magic. Ids defined by one chunk (threads,
+ * stages, stage paths, stacks, buffers) are used by later chunks only. All
+ * integers in headers are little-endian. Times are CLOCK_MONOTONIC ns. */
+#ifndef DLPROF_FORMAT_H_
+#define DLPROF_FORMAT_H_
+
+#include <stdint.h>
+
+#define DLPROF_FILE_MAGIC "DLPROF\r\n" /* 8 bytes; then u32 version, u32 0 */
+#define DLPROF_FORMAT_VERSION 1u
+#define DLPROF_FILE_HEADER_SIZE 16u
+#define DLPROF_CHUNK_MAGIC 0x4b4e4843u /* "CHNK" */
+#define DLPROF_CHUNK_HEADER_SIZE 16u   /* u32 magic, u32 type, u32 length, u32 crc32 */
+#define DLPROF_MAX_CHUNK_PAYLOAD (64u << 20)
+
+enum dlprof_chunk_type {
+  /* v count, then count x (s key, s value). Later chunks override earlier
+   * keys. Keys: pid ppid role worker run_id command hz mode unwinder timer
+   * clock start_ns start_unix_ns host. */
+  DLPROF_CHUNK_PROCESS = 1,
+  /* v count, then count x (v index, v tid, s name). */
+  DLPROF_CHUNK_THREADS = 2,
+  /* v count, then count x (v id, s name). Stage ids are this process's. */
+  DLPROF_CHUNK_STAGES = 3,
+  /* v first_id, v count, then count x (v depth, depth x v stage_id),
+   * outermost stage first. Path ids are consecutive from first_id. */
+  DLPROF_CHUNK_STAGE_PATHS = 4,
+  /* v first_id, v count, then count x (v depth, depth x zigzag delta of pc
+   * against the previous pc of the same stack, leaf first). */
+  DLPROF_CHUNK_STACKS = 5,
+  /* v count, then count x (v start, v end, v file_offset, s path, s build_id
+   * raw bytes). Mappings accumulate; a later one wins where they overlap. */
+  DLPROF_CHUNK_MAPS = 6,
+  /* CPU samples. v base_time, v count, then count x (v time delta from the
+   * previous sample (or base), v thread index, v stack id, v stage path id,
+   * v weight - 1 (timer overruns)). */
+  DLPROF_CHUNK_SAMPLES = 7,
+  /* Wall-clock ticks. v base_time, v count, then count x (v time delta, v
+   * thread index, v stage path id, v wall_ns, v cpu_ns, v state) where state
+   * is 0 = running, else 1 + the syscall number the thread was blocked in. */
+  DLPROF_CHUNK_WALL = 8,
+  /* v count, then count x (v id, s name, v capacity). */
+  DLPROF_CHUNK_BUFFERS = 9,
+  /* v base_time, v count, then count x (v time delta, v buffer id, v size). */
+  DLPROF_CHUNK_SNAPSHOTS = 10,
+  /* Annotation events. v base_time, v count, then count x (v time delta, v
+   * thread index, v kind, v stage id). Kinds: dlprof_event_kind. */
+  DLPROF_CHUNK_EVENTS = 11,
+  /* Cumulative counters: v count, then count x (s name, v value). Names:
+   * samples dropped_ring dropped_busy dropped_nothread events_dropped
+   * handler_ns wall_ticks. Later chunks supersede earlier ones. */
+  DLPROF_CHUNK_STATS = 12,
+  /* The process ended cleanly: v end_time. */
+  DLPROF_CHUNK_END = 13
+};
+
+enum dlprof_event_kind {
+  DLPROF_EVENT_STEP_BEGIN = 1,
+  DLPROF_EVENT_STEP_END = 2,
+  DLPROF_EVENT_WAIT_BEGIN = 3,
+  DLPROF_EVENT_WAIT_END = 4,
+  DLPROF_EVENT_STAGE_ENTER = 5, /* detailed mode only */
+  DLPROF_EVENT_STAGE_EXIT = 6   /* detailed mode only */
+};
+
+#endif /* DLPROF_FORMAT_H_ */

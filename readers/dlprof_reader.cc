@@ -1,0 +1,532 @@
+#include "readers/dlprof_reader.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <unordered_map>
+
+#include <dlprof/format.h>
+
+#include "core/varint.h"
+
+namespace dlprof {
+namespace {
+
+uint32_t U32At(const std::string& d, size_t off) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<uint8_t>(d[off + i])) << (8 * i);
+  return v;
+}
+
+std::string Hex(const std::string& bytes) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : bytes) {
+    out.push_back(digits[c >> 4]);
+    out.push_back(digits[c & 15]);
+  }
+  return out;
+}
+
+struct RawSample {
+  uint32_t thread;
+  uint32_t stack;  // file stack id
+  uint32_t path;   // file path id
+  int64_t time;
+  int64_t weight;
+};
+
+struct OpenSpan {
+  int64_t begin;
+  uint32_t stage;
+};
+
+// Decodes one file's chunks; ids are the file's own until Finish() maps them.
+class FileDecoder {
+ public:
+  FileDecoder(const std::string& path, Profile* profile) : path_(path), p_(profile) {
+    proc_index_ = static_cast<uint32_t>(p_->processes.size());
+    p_->processes.emplace_back();
+    proc().file = path;
+  }
+
+  Process& proc() { return p_->processes[proc_index_]; }
+
+  void Warn(size_t offset, const std::string& what) {
+    proc().warnings.push_back(path_ + ": offset " + std::to_string(offset) + ": " + what);
+  }
+
+  // Returns false if the payload did not decode completely.
+  bool Chunk(uint32_t type, const uint8_t* b, const uint8_t* e) {
+    switch (type) {
+      case DLPROF_CHUNK_PROCESS: return ProcessFields(b, e);
+      case DLPROF_CHUNK_THREADS: return Threads(b, e);
+      case DLPROF_CHUNK_STAGES: return Stages(b, e);
+      case DLPROF_CHUNK_STAGE_PATHS: return Paths(b, e);
+      case DLPROF_CHUNK_STACKS: return Stacks(b, e);
+      case DLPROF_CHUNK_MAPS: return Maps(b, e);
+      case DLPROF_CHUNK_SAMPLES: return Samples(b, e);
+      case DLPROF_CHUNK_WALL: return Wall(b, e);
+      case DLPROF_CHUNK_BUFFERS: return Buffers(b, e);
+      case DLPROF_CHUNK_SNAPSHOTS: return Snapshots(b, e);
+      case DLPROF_CHUNK_EVENTS: return Events(b, e);
+      case DLPROF_CHUNK_STATS: return Stats(b, e);
+      case DLPROF_CHUNK_END: {
+        uint64_t t;
+        if (!GetVarint(&b, e, &t)) return false;
+        proc().end_ns = static_cast<int64_t>(t);
+        proc().complete = true;
+        return true;
+      }
+      default: return true;  // a newer writer's chunk: skip it
+    }
+  }
+
+  void Finish();
+
+ private:
+  bool ProcessFields(const uint8_t* b, const uint8_t* e) {
+    uint64_t n;
+    if (!GetVarint(&b, e, &n)) return false;
+    for (uint64_t i = 0; i < n; ++i) {
+      std::string k, v;
+      if (!GetBytes(&b, e, &k) || !GetBytes(&b, e, &v)) return false;
+      proc().fields[k] = v;
+    }
+    return true;
+  }
+  bool Threads(const uint8_t* b, const uint8_t* e) {
+    uint64_t n, idx, tid;
+    if (!GetVarint(&b, e, &n)) return false;
+    for (uint64_t i = 0; i < n; ++i) {
+      std::string name;
+      if (!GetVarint(&b, e, &idx) || !GetVarint(&b, e, &tid) || !GetBytes(&b, e, &name)) return false;
+      threads_[static_cast<uint32_t>(idx)] = static_cast<uint32_t>(tid);
+    }
+    return true;
+  }
+  bool Stages(const uint8_t* b, const uint8_t* e) {
+    uint64_t n, id;
+    if (!GetVarint(&b, e, &n)) return false;
+    for (uint64_t i = 0; i < n; ++i) {
+      std::string name;
+      if (!GetVarint(&b, e, &id) || !GetBytes(&b, e, &name)) return false;
+      stages_[static_cast<uint32_t>(id)] = p_->InternStage(name.empty() ? "?" : name);
+    }
+    return true;
+  }
+  bool Paths(const uint8_t* b, const uint8_t* e) {
+    uint64_t first, n, depth, id;
+    if (!GetVarint(&b, e, &first) || !GetVarint(&b, e, &n)) return false;
+    for (uint64_t i = 0; i < n; ++i) {
+      if (!GetVarint(&b, e, &depth) || depth > 1024) return false;
+      std::vector<uint32_t> path;
+      for (uint64_t d = 0; d < depth; ++d) {
+        if (!GetVarint(&b, e, &id)) return false;
+        auto it = stages_.find(static_cast<uint32_t>(id));
+        path.push_back(it != stages_.end() ? it->second : p_->InternStage("?"));
+      }
+      paths_[static_cast<uint32_t>(first + i)] = p_->InternStagePath(path);
+    }
+    return true;
+  }
+  bool Stacks(const uint8_t* b, const uint8_t* e) {
+    uint64_t first, n, depth, delta;
+    if (!GetVarint(&b, e, &first) || !GetVarint(&b, e, &n)) return false;
+    for (uint64_t i = 0; i < n; ++i) {
+      if (!GetVarint(&b, e, &depth) || depth > 4096) return false;
+      std::vector<uint64_t> pcs;
+      uint64_t pc = 0;
+      for (uint64_t d = 0; d < depth; ++d) {
+        if (!GetVarint(&b, e, &delta)) return false;
+        pc += static_cast<uint64_t>(UnZigZag(delta));
+        pcs.push_back(pc);
+      }
+      stacks_[static_cast<uint32_t>(first + i)] = std::move(pcs);
+    }
+    return true;
+  }
+  bool Maps(const uint8_t* b, const uint8_t* e) {
+    uint64_t n;
+    if (!GetVarint(&b, e, &n)) return false;
+    for (uint64_t i = 0; i < n; ++i) {
+      Mapping m;
+      std::string id;
+      if (!GetVarint(&b, e, &m.start) || !GetVarint(&b, e, &m.limit) ||
+          !GetVarint(&b, e, &m.offset) || !GetBytes(&b, e, &m.path) || !GetBytes(&b, e, &id)) {
+        return false;
+      }
+      m.build_id = Hex(id);
+      auto& maps = proc().mappings;
+      bool known = std::any_of(maps.begin(), maps.end(), [&](const Mapping& x) {
+        return x.start == m.start && x.limit == m.limit && x.path == m.path;
+      });
+      if (!known) maps.push_back(std::move(m));
+    }
+    return true;
+  }
+  bool Samples(const uint8_t* b, const uint8_t* e) {
+    uint64_t base, n, dt, thread, stack, path, extra;
+    if (!GetVarint(&b, e, &base) || !GetVarint(&b, e, &n)) return false;
+    int64_t t = static_cast<int64_t>(base);
+    for (uint64_t i = 0; i < n; ++i) {
+      if (!GetVarint(&b, e, &dt) || !GetVarint(&b, e, &thread) || !GetVarint(&b, e, &stack) ||
+          !GetVarint(&b, e, &path) || !GetVarint(&b, e, &extra)) {
+        return false;
+      }
+      t += UnZigZag(dt);
+      raw_.push_back({static_cast<uint32_t>(thread), static_cast<uint32_t>(stack),
+                      static_cast<uint32_t>(path), t, static_cast<int64_t>(extra) + 1});
+    }
+    return true;
+  }
+  bool Wall(const uint8_t* b, const uint8_t* e) {
+    uint64_t base, n, dt, thread, path, wall, cpu, state;
+    if (!GetVarint(&b, e, &base) || !GetVarint(&b, e, &n)) return false;
+    int64_t t = static_cast<int64_t>(base);
+    for (uint64_t i = 0; i < n; ++i) {
+      if (!GetVarint(&b, e, &dt) || !GetVarint(&b, e, &thread) || !GetVarint(&b, e, &path) ||
+          !GetVarint(&b, e, &wall) || !GetVarint(&b, e, &cpu) || !GetVarint(&b, e, &state)) {
+        return false;
+      }
+      t += UnZigZag(dt);
+      Sample s;
+      s.process = proc_index_;
+      s.tid = Tid(static_cast<uint32_t>(thread));
+      s.stage_path = PathIndex(static_cast<uint32_t>(path));
+      s.kind = SampleKind::kWall;
+      s.time_ns = t;
+      s.count = 0;
+      s.wall_ns = static_cast<int64_t>(wall);
+      s.cpu_ns = static_cast<int64_t>(cpu);
+      // Blocked in a syscall is off-CPU; running or runnable (waiting for a
+      // core) is on. cpu_ns / wall_ns gives the exact split either way.
+      s.on_cpu = state == 0;
+      Location loc;
+      loc.pseudo = true;
+      loc.frames.push_back(
+          {s.on_cpu ? "[running]" : "[off-cpu: " + SyscallName(state - 1) + "]", "", 0});
+      s.stack = p_->InternStack({p_->InternLocation(loc)});
+      p_->samples.push_back(s);
+    }
+    return true;
+  }
+  bool Buffers(const uint8_t* b, const uint8_t* e) {
+    uint64_t n, id, cap;
+    if (!GetVarint(&b, e, &n)) return false;
+    for (uint64_t i = 0; i < n; ++i) {
+      std::string name;
+      if (!GetVarint(&b, e, &id) || !GetBytes(&b, e, &name) || !GetVarint(&b, e, &cap)) return false;
+      BufferSeries series;
+      series.process = proc_index_;
+      series.name = name;
+      series.capacity = cap;
+      buffers_[static_cast<uint32_t>(id)] = p_->buffers.size();
+      p_->buffers.push_back(std::move(series));
+    }
+    return true;
+  }
+  bool Snapshots(const uint8_t* b, const uint8_t* e) {
+    uint64_t base, n, dt, id, size;
+    if (!GetVarint(&b, e, &base) || !GetVarint(&b, e, &n)) return false;
+    int64_t t = static_cast<int64_t>(base);
+    for (uint64_t i = 0; i < n; ++i) {
+      if (!GetVarint(&b, e, &dt) || !GetVarint(&b, e, &id) || !GetVarint(&b, e, &size)) return false;
+      t += UnZigZag(dt);
+      auto it = buffers_.find(static_cast<uint32_t>(id));
+      if (it != buffers_.end()) p_->buffers[it->second].snapshots.push_back({t, size});
+    }
+    return true;
+  }
+  bool Events(const uint8_t* b, const uint8_t* e) {
+    uint64_t base, n, dt, thread, kind, stage;
+    if (!GetVarint(&b, e, &base) || !GetVarint(&b, e, &n)) return false;
+    int64_t t = static_cast<int64_t>(base);
+    for (uint64_t i = 0; i < n; ++i) {
+      if (!GetVarint(&b, e, &dt) || !GetVarint(&b, e, &thread) || !GetVarint(&b, e, &kind) ||
+          !GetVarint(&b, e, &stage)) {
+        return false;
+      }
+      t += UnZigZag(dt);
+      Event(static_cast<uint32_t>(thread), kind, static_cast<uint32_t>(stage), t);
+    }
+    return true;
+  }
+  void Event(uint32_t thread, uint64_t kind, uint32_t stage, int64_t t) {
+    uint32_t tid = Tid(thread);
+    auto& open = open_[thread];
+    auto close_span = [&](IntervalKind k, std::vector<OpenSpan>* spans) {
+      if (spans->empty()) return;
+      OpenSpan s = spans->back();
+      spans->pop_back();
+      Interval iv;
+      iv.process = proc_index_;
+      iv.tid = tid;
+      iv.kind = k;
+      iv.stage = s.stage;
+      iv.begin_ns = s.begin;
+      iv.end_ns = t;
+      p_->intervals.push_back(iv);
+    };
+    switch (kind) {
+      case DLPROF_EVENT_STEP_BEGIN: open.steps.assign(1, {t, 0}); break;
+      case DLPROF_EVENT_STEP_END: close_span(IntervalKind::kStep, &open.steps); break;
+      case DLPROF_EVENT_WAIT_BEGIN: open.waits.assign(1, {t, 0}); break;
+      case DLPROF_EVENT_WAIT_END: close_span(IntervalKind::kWait, &open.waits); break;
+      case DLPROF_EVENT_STAGE_ENTER: {
+        auto it = stages_.find(stage);
+        open.stages.push_back({t, it != stages_.end() ? it->second : 0});
+        break;
+      }
+      case DLPROF_EVENT_STAGE_EXIT: close_span(IntervalKind::kStage, &open.stages); break;
+      default: break;
+    }
+  }
+  bool Stats(const uint8_t* b, const uint8_t* e) {
+    uint64_t n, v;
+    if (!GetVarint(&b, e, &n)) return false;
+    for (uint64_t i = 0; i < n; ++i) {
+      std::string name;
+      if (!GetBytes(&b, e, &name) || !GetVarint(&b, e, &v)) return false;
+      proc().counters[name] = v;
+    }
+    return true;
+  }
+
+  uint32_t Tid(uint32_t thread) {
+    auto it = threads_.find(thread);
+    return it != threads_.end() ? it->second : 0;
+  }
+  uint32_t PathIndex(uint32_t path) {
+    if (path == 0) return 0;
+    auto it = paths_.find(path);
+    if (it != paths_.end()) return it->second;
+    ++unknown_ids_;
+    return 0;
+  }
+  uint32_t StackIndex(uint32_t stack);
+
+  const std::string path_;
+  Profile* p_;
+  uint32_t proc_index_;
+  std::unordered_map<uint32_t, uint32_t> threads_, stages_, paths_;
+  std::unordered_map<uint32_t, std::vector<uint64_t>> stacks_;
+  std::unordered_map<uint32_t, uint32_t> stack_index_;  // file stack id -> profile stack
+  std::unordered_map<uint32_t, size_t> buffers_;
+  std::vector<RawSample> raw_;
+  struct OpenSpans {
+    std::vector<OpenSpan> steps, waits, stages;
+  };
+  std::unordered_map<uint32_t, OpenSpans> open_;
+  uint64_t unknown_ids_ = 0;
+};
+
+uint32_t FileDecoder::StackIndex(uint32_t stack) {
+  if (stack == 0) return 0;
+  auto cached = stack_index_.find(stack);
+  if (cached != stack_index_.end()) return cached->second;
+  auto it = stacks_.find(stack);
+  if (it == stacks_.end()) {
+    ++unknown_ids_;
+    return 0;
+  }
+  const auto& maps = proc().mappings;
+  std::vector<uint32_t> locs;
+  locs.reserve(it->second.size());
+  for (uint64_t pc : it->second) {
+    Location loc;
+    loc.address = pc;
+    // The newest mapping that covers the address wins (a library reloaded).
+    for (auto m = maps.rbegin(); m != maps.rend(); ++m) {
+      if (pc >= m->start && pc < m->limit) {
+        loc.module = m->path;
+        loc.build_id = m->build_id;
+        loc.module_offset = pc - m->start + m->offset;
+        break;
+      }
+    }
+    locs.push_back(p_->InternLocation(loc));
+  }
+  uint32_t index = p_->InternStack(locs);
+  stack_index_[stack] = index;
+  return index;
+}
+
+void FileDecoder::Finish() {
+  auto& pr = proc();
+  auto field = [&](const char* k) -> std::string {
+    auto it = pr.fields.find(k);
+    return it != pr.fields.end() ? it->second : std::string();
+  };
+  auto num = [&](const char* k, long long dflt) {
+    std::string v = field(k);
+    return v.empty() ? dflt : std::atoll(v.c_str());
+  };
+  pr.pid = static_cast<int>(num("pid", 0));
+  pr.ppid = static_cast<int>(num("ppid", 0));
+  pr.role = field("role").empty() ? "main" : field("role");
+  pr.worker = static_cast<int>(num("worker", -1));
+  pr.command = field("command");
+  pr.hz = static_cast<int>(num("hz", 100));
+  pr.mode = field("mode");
+  pr.unwinder = field("unwinder");
+  pr.timer = field("timer");
+  pr.start_ns = num("start_ns", 0);
+  pr.start_unix_ns = num("start_unix_ns", 0);
+  pr.sampling_start_ns = num("sampling_start_ns", pr.start_ns);
+  pr.end_reason = pr.complete ? field("end") : "";
+  const int64_t period = pr.hz > 0 ? 1000000000LL / pr.hz : 10000000LL;
+  int64_t last = pr.start_ns;
+  for (const RawSample& r : raw_) {
+    Sample s;
+    s.process = proc_index_;
+    s.tid = Tid(r.thread);
+    s.stack = StackIndex(r.stack);
+    s.stage_path = PathIndex(r.path);
+    s.time_ns = r.time;
+    s.count = r.weight;
+    s.cpu_ns = r.weight * period;
+    p_->samples.push_back(s);
+    last = std::max(last, r.time);
+  }
+  pr.samples = raw_.size();
+  auto counter = [&](const char* k) {
+    auto it = pr.counters.find(k);
+    return it != pr.counters.end() ? it->second : 0;
+  };
+  pr.dropped = counter("dropped_ring") + counter("dropped_busy") + counter("dropped_nothread");
+  if (!pr.complete) {
+    // The process vanished (killed) or is still running: end at its last record.
+    for (const Sample& s : p_->samples) {
+      if (s.process == proc_index_) last = std::max(last, s.time_ns);
+    }
+    pr.end_ns = last;
+    pr.warnings.push_back(path_ + ": no end record: the process was killed or is still running; "
+                          "samples up to its last flush are kept");
+  }
+  if (unknown_ids_ > 0) {
+    pr.warnings.push_back(path_ + ": " + std::to_string(unknown_ids_) +
+                          " records refer to definitions lost with a damaged chunk");
+  }
+}
+
+}  // namespace
+
+bool ReadDlprofFile(const std::string& path, Profile* profile, std::string* error) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    *error = path + ": cannot open: " + strerror(errno);
+    return false;
+  }
+  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (data.size() < DLPROF_FILE_HEADER_SIZE || memcmp(data.data(), DLPROF_FILE_MAGIC, 8) != 0) {
+    *error = path + ": offset 0: not a .dlprof file (bad magic)";
+    return false;
+  }
+  uint32_t version = U32At(data, 8);
+  if (version != DLPROF_FORMAT_VERSION) {
+    *error = path + ": offset 8: unsupported format version " + std::to_string(version);
+    return false;
+  }
+  FileDecoder dec(path, profile);
+  size_t off = DLPROF_FILE_HEADER_SIZE;
+  const auto* base = reinterpret_cast<const uint8_t*>(data.data());
+  bool resyncing = false;
+  while (off < data.size()) {
+    if (data.size() - off < DLPROF_CHUNK_HEADER_SIZE) {
+      dec.Warn(off, "file ends inside a chunk header (truncated); " +
+                        std::to_string(data.size() - off) + " bytes ignored");
+      break;
+    }
+    uint32_t magic = U32At(data, off), type = U32At(data, off + 4), len = U32At(data, off + 8),
+             crc = U32At(data, off + 12);
+    bool ok = magic == DLPROF_CHUNK_MAGIC && len <= DLPROF_MAX_CHUNK_PAYLOAD;
+    if (ok && data.size() - off - DLPROF_CHUNK_HEADER_SIZE < len) {
+      if (!resyncing) {
+        dec.Warn(off, "chunk of " + std::to_string(len) + " bytes cut short by the end of the "
+                      "file (truncated); its records are lost");
+      }
+      break;
+    }
+    const uint8_t* payload = base + off + DLPROF_CHUNK_HEADER_SIZE;
+    if (ok && crc32(0, payload, len) != crc) ok = false;
+    if (!ok) {
+      if (!resyncing) dec.Warn(off, "damaged chunk (bad magic, length or checksum); skipping to "
+                                   "the next intact chunk");
+      resyncing = true;
+      ++off;  // scan for the next chunk magic with a valid checksum
+      continue;
+    }
+    resyncing = false;
+    if (!dec.Chunk(type, payload, payload + len)) {
+      dec.Warn(off, "chunk type " + std::to_string(type) + " does not decode; records after the "
+                    "fault in it are lost");
+    }
+    off += DLPROF_CHUNK_HEADER_SIZE + len;
+  }
+  dec.Finish();
+  return true;
+}
+
+std::vector<std::string> ListRunFiles(const std::string& dir, std::string* error) {
+  auto list = [](const std::string& d) {
+    std::vector<std::string> files;
+    if (DIR* dp = opendir(d.c_str())) {
+      while (dirent* e = readdir(dp)) {
+        std::string n = e->d_name;
+        if (n.size() > 7 && n.compare(n.size() - 7, 7, ".dlprof") == 0) files.push_back(d + "/" + n);
+      }
+      closedir(dp);
+    }
+    std::sort(files.begin(), files.end());
+    return files;
+  };
+  std::vector<std::string> files = list(dir);
+  if (!files.empty()) return files;
+  // A DLPROF_OUT folder: its "latest" run, else the newest run folder.
+  struct stat st;
+  std::string latest = dir + "/latest";
+  if (stat(latest.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    files = list(latest);
+    if (!files.empty()) return files;
+  }
+  std::string newest;
+  time_t newest_time = 0;
+  if (DIR* dp = opendir(dir.c_str())) {
+    while (dirent* e = readdir(dp)) {
+      std::string n = e->d_name;
+      if (n == "." || n == ".." || n == "latest") continue;
+      std::string sub = dir + "/" + n;
+      if (stat(sub.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_mtime >= newest_time &&
+          !list(sub).empty()) {
+        newest_time = st.st_mtime;
+        newest = sub;
+      }
+    }
+    closedir(dp);
+  }
+  if (!newest.empty()) return list(newest);
+  *error = dir + ": no .dlprof files here, nor in a run folder inside it";
+  return {};
+}
+
+std::string SyscallName(uint64_t nr) {
+  static const std::map<uint64_t, const char*> names = {
+      {0, "read"},        {1, "write"},         {7, "poll"},          {17, "pread64"},
+      {18, "pwrite64"},   {19, "readv"},        {20, "writev"},       {23, "select"},
+      {35, "nanosleep"},  {42, "connect"},      {43, "accept"},       {44, "sendto"},
+      {45, "recvfrom"},   {46, "sendmsg"},      {47, "recvmsg"},      {61, "wait4"},
+      {74, "fsync"},      {202, "futex"},       {230, "clock_nanosleep"}, {232, "epoll_wait"},
+      {257, "openat"},    {270, "pselect6"},    {271, "ppoll"},       {281, "epoll_pwait"},
+      {288, "accept4"},   {295, "preadv"},      {426, "io_uring_enter"}, {441, "epoll_pwait2"}};
+  auto it = names.find(nr);
+  return it != names.end() ? it->second : "syscall " + std::to_string(nr);
+}
+
+}  // namespace dlprof

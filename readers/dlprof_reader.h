@@ -1,0 +1,27 @@
+// Reads .dlprof files (include/dlprof/format.h) into the Profile model.
+#ifndef DLPROF_READERS_DLPROF_READER_H_
+#define DLPROF_READERS_DLPROF_READER_H_
+
+#include <string>
+#include <vector>
+
+#include "readers/profile.h"
+
+namespace dlprof {
+
+// Adds the process recorded in `path` to `profile`. Damage never stops it:
+// every intact chunk is used and each problem becomes a warning "path: offset
+// N: what" in the process's warnings. Returns false (and *error) only when the
+// file cannot be read at all or is not a .dlprof file.
+bool ReadDlprofFile(const std::string& path, Profile* profile, std::string* error);
+
+// The .dlprof files of a run folder, sorted. `dir` may also be a DLPROF_OUT
+// folder, meaning its newest run ("latest", else the newest subfolder).
+std::vector<std::string> ListRunFiles(const std::string& dir, std::string* error);
+
+// A short name for an x86-64 syscall number ("read"), or "syscall 123".
+std::string SyscallName(uint64_t nr);
+
+}  // namespace dlprof
+
+#endif  // DLPROF_READERS_DLPROF_READER_H_

@@ -1,0 +1,238 @@
+// A program with known behaviour, profiled by the runtime tests.
+// Usage: rt_workload MODE [args]; see main() for the modes.
+#include <dlprof/dlprof.hpp>
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+int64_t ThreadCpuNs() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+volatile uint64_t g_sink;
+
+// Burns `ns` of this thread's CPU time.
+__attribute__((noinline)) void Burn(int64_t ns) {
+  int64_t end = ThreadCpuNs() + ns;
+  uint64_t x = g_sink;
+  while (ThreadCpuNs() < end) {
+    for (int i = 0; i < 2000; ++i) x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+  }
+  g_sink = x;
+}
+
+__attribute__((noinline)) void BurnInStageA(int64_t ns) { DLPROF_STAGE("a"); Burn(ns); }
+__attribute__((noinline)) void BurnInStageB(int64_t ns) { DLPROF_STAGE("b"); Burn(ns); }
+__attribute__((noinline)) void BurnInStageC(int64_t ns) { DLPROF_STAGE("c"); Burn(ns); }
+
+// 10% / 30% / 60% of `total_ms` CPU in stages a / b / c, interleaved finely so
+// the split holds over any window; then a stage that sleeps (off-CPU).
+int Mix(int total_ms) {
+  std::thread late([total_ms] {  // created after start: must be sampled too
+    DLPROF_STAGE("late");
+    Burn(total_ms * 1000000LL / 4);
+  });
+  for (int done = 0; done < total_ms; done += 10) {
+    BurnInStageA(1000000);
+    BurnInStageB(3000000);
+    BurnInStageC(6000000);
+  }
+  late.join();
+  {
+    DLPROF_STAGE("nap");
+    timespec ts{0, 300000000};
+    nanosleep(&ts, nullptr);
+  }
+  return 0;
+}
+
+// N forked workers burn CPU in stage "work"; even ones name themselves.
+int Fork(int workers) {
+  std::vector<pid_t> pids;
+  for (int i = 0; i < workers; ++i) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      if (i % 2 == 0) dlprof_set_worker(100 + i);
+      { DLPROF_STAGE("work"); Burn(300000000); }
+      exit(0);
+    }
+    pids.push_back(pid);
+  }
+  { DLPROF_STAGE("main_work"); Burn(200000000); }
+  int failures = 0;
+  for (pid_t p : pids) {
+    int status = 0;
+    waitpid(p, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failures;
+  }
+  return failures ? 1 : 0;
+}
+
+// Threads blocked in sleeping/polling calls while the others are sampled at
+// high frequency: none may ever see EINTR.
+int Eintr(int ms) {
+  std::atomic<bool> stop{false};
+  std::atomic<int> eintr{0};
+  std::vector<std::thread> threads;
+  threads.emplace_back([&] {
+    while (!stop) {
+      timespec ts{0, 50000000};
+      if (nanosleep(&ts, nullptr) != 0 && errno == EINTR) ++eintr;
+    }
+  });
+  threads.emplace_back([&] {
+    while (!stop) {
+      if (poll(nullptr, 0, 50) < 0 && errno == EINTR) ++eintr;
+    }
+  });
+  threads.emplace_back([&] {
+    int ep = epoll_create1(0);
+    epoll_event ev;
+    while (!stop) {
+      if (epoll_wait(ep, &ev, 1, 50) < 0 && errno == EINTR) ++eintr;
+    }
+    close(ep);
+  });
+  threads.emplace_back([&] {
+    while (!stop) {
+      timeval tv{0, 50000};
+      if (select(0, nullptr, nullptr, nullptr, &tv) < 0 && errno == EINTR) ++eintr;
+    }
+  });
+  threads.emplace_back([&] {
+    while (!stop) {
+      timespec ts{0, 50000000};
+      if (clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, nullptr) == EINTR) ++eintr;
+    }
+  });
+  { DLPROF_STAGE("busy"); Burn(ms * 1000000LL); }
+  stop = true;
+  for (auto& t : threads) t.join();
+  printf("eintr=%d\n", eintr.load());
+  return eintr.load() == 0 ? 0 : 3;
+}
+
+// Forks a worker that burns CPU until killed with SIGKILL.
+int KillWorker(int ms) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    DLPROF_STAGE("doomed");
+    for (;;) Burn(1000000);
+  }
+  printf("worker=%d\n", pid);
+  fflush(stdout);
+  timespec ts{ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&ts, nullptr);
+  // The worker's CPU time just before it dies: what its profile should cover,
+  // less at most the last second.
+  double cpu_s = -1;
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+  if (FILE* f = fopen(path, "r")) {
+    unsigned long utime = 0, stime = 0;
+    if (fscanf(f, "%*d %*s %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &utime,
+               &stime) == 2) {
+      cpu_s = static_cast<double>(utime + stime) / sysconf(_SC_CLK_TCK);
+    }
+    fclose(f);
+  }
+  kill(pid, SIGKILL);
+  printf("worker_cpu_s=%.3f\n", cpu_s);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL ? 0 : 1;
+}
+
+// A buffer empty for the first half, full for the second; prints the live stats.
+int Buffers() {
+  dlprof::Buffer q("queue", 10);
+  timespec half{0, 400000000};
+  q.set_size(0);
+  nanosleep(&half, nullptr);
+  q.set_size(10);
+  nanosleep(&half, nullptr);
+  dlprof_buffer_stats st;
+  if (!q.stats(&st)) {
+    printf("stats=none\n");
+    return 0;
+  }
+  printf("snapshots=%llu mean=%.3f empty=%.3f full=%.3f\n",
+         static_cast<unsigned long long>(st.snapshots), st.mean_occupancy, st.empty_fraction,
+         st.full_fraction);
+  return 0;
+}
+
+int64_t MonoNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+// Training-loop markers: each step waits 20 ms for data then computes 30 ms of
+// CPU. Prints what it measured itself, the ground truth for the profile.
+int Steps(int steps) {
+  int64_t step_ns = 0, wait_ns = 0, compute_ns = 0;
+  for (int i = 0; i < steps; ++i) {
+    int64_t t0 = MonoNs(), t1, t2;
+    {
+      dlprof::StepScope step;
+      {
+        dlprof::WaitScope wait;
+        timespec ts{0, 20000000};
+        nanosleep(&ts, nullptr);
+      }
+      t1 = MonoNs();
+      DLPROF_STAGE("compute");
+      Burn(30000000);
+    }
+    t2 = MonoNs();
+    step_ns += t2 - t0;
+    wait_ns += t1 - t0;
+    compute_ns += t2 - t1;
+  }
+  printf("wait_fraction=%.4f compute_ms=%.3f\n", static_cast<double>(wait_ns) / step_ns,
+         compute_ns / 1e6);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s mix|fork|eintr|kill|buffers|steps [N]\n", argv[0]);
+    return 2;
+  }
+  std::string mode = argv[1];
+  int n = argc > 2 ? atoi(argv[2]) : 0;
+  if (mode == "mix") return Mix(n ? n : 1000);
+  if (mode == "fork") return Fork(n ? n : 3);
+  if (mode == "eintr") return Eintr(n ? n : 1000);
+  if (mode == "kill") return KillWorker(n ? n : 2500);
+  if (mode == "buffers") return Buffers();
+  if (mode == "steps") return Steps(n ? n : 10);
+  if (mode == "enabled") {
+    printf("enabled=%d\n", dlprof_enabled());
+    return 0;
+  }
+  fprintf(stderr, "unknown mode %s\n", argv[1]);
+  return 2;
+}

@@ -1,0 +1,326 @@
+// End-to-end tests of the in-process runtime: real processes run with
+// DLPROF_SAMPLE=1, their .dlprof files read back and compared with what the
+// program is known to have done.
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "readers/dlprof_reader.h"
+#include "tests/support/subprocess.h"
+
+namespace dlprof {
+namespace {
+
+using testing::MakeTempDir;
+using testing::ProcessResult;
+using testing::ProgramPath;
+using testing::RunProcess;
+
+struct ProfiledRun {
+  ProcessResult result;
+  std::string out_dir;
+  std::vector<std::string> files;
+  Profile profile;
+};
+
+ProfiledRun Profiled(const std::vector<std::string>& args, std::map<std::string, std::string> env = {}) {
+  ProfiledRun run;
+  run.out_dir = MakeTempDir("dlprof-rt");
+  env.emplace("DLPROF_SAMPLE", "1");
+  env.emplace("DLPROF_OUT", run.out_dir);
+  std::vector<std::string> argv = {ProgramPath("rt_workload")};
+  argv.insert(argv.end(), args.begin(), args.end());
+  run.result = RunProcess(argv, env);
+  std::string error;
+  run.files = ListRunFiles(run.out_dir, &error);
+  for (const auto& f : run.files) {
+    EXPECT_TRUE(ReadDlprofFile(f, &run.profile, &error)) << error;
+  }
+  return run;
+}
+
+// CPU samples per innermost stage name, optionally for one process.
+std::map<std::string, int64_t> CpuSamplesByStage(const Profile& p, int process = -1) {
+  std::map<std::string, int64_t> out;
+  for (const Sample& s : p.samples) {
+    if (s.kind != SampleKind::kCpu) continue;
+    if (process >= 0 && s.process != static_cast<uint32_t>(process)) continue;
+    const auto& path = p.stage_paths[s.stage_path];
+    out[path.empty() ? "" : p.stages[path.back()]] += s.count;
+  }
+  return out;
+}
+
+TEST(Runtime, StageSharesOfCpuMatchWhatTheProgramDid) {
+  ProfiledRun run = Profiled({"mix", "2000"}, {{"DLPROF_HZ", "1000"}});
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.err;
+  ASSERT_EQ(run.files.size(), 1u);
+  auto by_stage = CpuSamplesByStage(run.profile);
+  double abc = by_stage["a"] + by_stage["b"] + by_stage["c"];
+  ASSERT_GT(abc, 1000) << "too few samples to judge";
+  EXPECT_NEAR(100.0 * by_stage["a"] / abc, 10.0, 3.0);
+  EXPECT_NEAR(100.0 * by_stage["b"] / abc, 30.0, 3.0);
+  EXPECT_NEAR(100.0 * by_stage["c"] / abc, 60.0, 3.0);
+}
+
+TEST(Runtime, ThreadCreatedAfterStartIsSampled) {
+  ProfiledRun run = Profiled({"mix", "1000"}, {{"DLPROF_HZ", "1000"}});
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.err;
+  auto by_stage = CpuSamplesByStage(run.profile);
+  // The late thread burns 250 ms of CPU: about 250 samples at 1000 Hz.
+  EXPECT_GT(by_stage["late"], 150);
+  std::set<uint32_t> tids;
+  for (const Sample& s : run.profile.samples) {
+    if (s.kind == SampleKind::kCpu) tids.insert(s.tid);
+  }
+  EXPECT_GE(tids.size(), 2u);
+}
+
+TEST(Runtime, SleepingStageComesOutOffCpu) {
+  ProfiledRun run = Profiled({"mix", "500"});
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.err;
+  int64_t nap_wall = 0, nap_cpu = 0, c_wall = 0, c_cpu = 0;
+  std::string nap_state;
+  for (const Sample& s : run.profile.samples) {
+    if (s.kind != SampleKind::kWall) continue;
+    std::string stage = StagePathName(run.profile, s.stage_path);
+    if (stage == "nap") {
+      nap_wall += s.wall_ns;
+      nap_cpu += s.cpu_ns;
+      nap_state = run.profile.locations[run.profile.stacks[s.stack][0]].frames[0].function;
+    } else if (stage == "c") {
+      c_wall += s.wall_ns;
+      c_cpu += s.cpu_ns;
+    }
+  }
+  ASSERT_GT(nap_wall, 200000000);  // slept 300 ms
+  EXPECT_LT(static_cast<double>(nap_cpu) / nap_wall, 0.1);
+  EXPECT_EQ(nap_state, "[off-cpu: clock_nanosleep]");
+  // Stage c never blocks: its wall time is CPU time, less what other
+  // processes on this shared machine took from it.
+  ASSERT_GT(c_wall, 100000000);
+  EXPECT_GT(static_cast<double>(c_cpu) / c_wall, 0.3);
+}
+
+TEST(Runtime, ForkedWorkersEachWriteTheirOwnProfile) {
+  ProfiledRun run = Profiled({"fork", "3"});
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.err;
+  ASSERT_EQ(run.files.size(), 4u);
+  std::map<std::string, int> roles;
+  std::set<int> workers;
+  for (size_t i = 0; i < run.profile.processes.size(); ++i) {
+    const Process& p = run.profile.processes[i];
+    roles[p.role]++;
+    EXPECT_TRUE(p.complete) << p.file;
+    auto by_stage = CpuSamplesByStage(run.profile, static_cast<int>(i));
+    if (p.role == "worker") {
+      workers.insert(p.worker);
+      // 300 ms of CPU in "work" at 100 Hz; none of the parent's samples.
+      EXPECT_GT(by_stage["work"], 20) << p.file;
+      EXPECT_EQ(by_stage["main_work"], 0) << p.file;
+      EXPECT_EQ(p.ppid, run.profile.processes[0].role == "main" ? run.profile.processes[0].pid
+                                                                 : p.ppid);
+    } else {
+      EXPECT_GT(by_stage["main_work"], 10);
+      EXPECT_EQ(by_stage["work"], 0);
+    }
+  }
+  EXPECT_EQ(roles["main"], 1);
+  EXPECT_EQ(roles["worker"], 3);
+  // Workers 0 and 2 named themselves 100 and 102; worker 1 got its fork order.
+  EXPECT_EQ(workers, (std::set<int>{100, 1, 102}));
+}
+
+TEST(Runtime, NoEintrLeaksIntoBlockedThreadsAt1000Hz) {
+  ProfiledRun run = Profiled({"eintr", "1500"}, {{"DLPROF_HZ", "1000"}});
+  EXPECT_EQ(run.result.exit_code, 0) << run.result.out << run.result.err;
+  EXPECT_NE(run.result.out.find("eintr=0"), std::string::npos);
+  EXPECT_GT(CpuSamplesByStage(run.profile)["busy"], 500);
+}
+
+TEST(Runtime, WorkerKilledBySigkillLeavesAReadableProfile) {
+  ProfiledRun run = Profiled({"kill", "2500"});
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.err;
+  ASSERT_EQ(run.files.size(), 2u);
+  double cpu_s = 0;
+  auto pos = run.result.out.find("worker_cpu_s=");
+  ASSERT_NE(pos, std::string::npos) << run.result.out;
+  cpu_s = atof(run.result.out.c_str() + pos + 13);
+  ASSERT_GT(cpu_s, 1.2) << "the worker got too little CPU to judge";
+  const Process* worker = nullptr;
+  for (size_t i = 0; i < run.profile.processes.size(); ++i) {
+    if (run.profile.processes[i].role == "worker") {
+      worker = &run.profile.processes[i];
+      // Flushed at least once a second: all but the last second of its CPU
+      // time is in the file (100 Hz; 0.2 s of slack for the kill's latency).
+      EXPECT_GE(CpuSamplesByStage(run.profile, static_cast<int>(i))["doomed"],
+                static_cast<int64_t>((cpu_s - 1.2) * 100 * 0.9));
+    }
+  }
+  ASSERT_NE(worker, nullptr);
+  EXPECT_FALSE(worker->complete);
+  ASSERT_FALSE(worker->warnings.empty());
+  EXPECT_NE(worker->warnings.back().find("no end record"), std::string::npos);
+}
+
+TEST(Runtime, TruncatedFileYieldsItsCompleteChunks) {
+  ProfiledRun run = Profiled({"mix", "1500"});
+  ASSERT_EQ(run.files.size(), 1u);
+  std::ifstream in(run.files[0], std::ios::binary);
+  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t full_samples = run.profile.processes[0].samples;
+  ASSERT_GT(full_samples, 100u);
+  std::string dir = MakeTempDir("dlprof-trunc");
+  size_t previous = 0;
+  for (double cut : {0.3, 0.6, 0.95}) {
+    std::string path = dir + "/cut.dlprof";
+    std::ofstream(path, std::ios::binary | std::ios::trunc).write(data.data(),
+                                                                   static_cast<std::streamsize>(data.size() * cut));
+    Profile p;
+    std::string error;
+    ASSERT_TRUE(ReadDlprofFile(path, &p, &error)) << error;
+    const Process& proc = p.processes[0];
+    EXPECT_LE(proc.samples, full_samples);
+    EXPECT_GE(proc.samples, previous);  // more file, never fewer samples
+    previous = proc.samples;
+    ASSERT_FALSE(proc.warnings.empty());
+    EXPECT_NE(proc.warnings[0].find(path + ": offset "), std::string::npos) << proc.warnings[0];
+  }
+  EXPECT_GT(previous, 0u);
+  // Damage in the middle: a flipped byte loses one chunk, not the rest.
+  std::string damaged = data;
+  damaged[data.size() / 2] ^= 0x5a;
+  std::string path = dir + "/damaged.dlprof";
+  std::ofstream(path, std::ios::binary).write(damaged.data(), static_cast<std::streamsize>(damaged.size()));
+  Profile p;
+  std::string error;
+  ASSERT_TRUE(ReadDlprofFile(path, &p, &error)) << error;
+  EXPECT_GT(p.processes[0].samples, full_samples / 2);
+  EXPECT_TRUE(p.processes[0].complete);  // the END chunk after the damage is still read
+}
+
+TEST(Runtime, BadEnvironmentValuesWarnOnceAndFallBack) {
+  ProfiledRun run = Profiled({"mix", "300"}, {{"DLPROF_HZ", "fast"}, {"DLPROF_MODE", "verbose"}});
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.err;
+  EXPECT_NE(run.result.err.find("DLPROF_HZ='fast' is invalid"), std::string::npos) << run.result.err;
+  EXPECT_NE(run.result.err.find("DLPROF_MODE='verbose' is invalid"), std::string::npos);
+  ASSERT_EQ(run.profile.processes.size(), 1u);
+  EXPECT_EQ(run.profile.processes[0].hz, 100);
+  EXPECT_EQ(run.profile.processes[0].mode, "light");
+
+  ProcessResult off = RunProcess({ProgramPath("rt_workload"), "enabled"},
+                                 {{"DLPROF_SAMPLE", "maybe"}});
+  EXPECT_EQ(off.exit_code, 0);
+  EXPECT_NE(off.out.find("enabled=0"), std::string::npos);
+  EXPECT_NE(off.err.find("DLPROF_SAMPLE='maybe'"), std::string::npos);
+}
+
+TEST(Runtime, InertWithoutDlprofSample) {
+  std::string dir = MakeTempDir("dlprof-off");
+  ProcessResult r = RunProcess({ProgramPath("rt_workload"), "enabled"},
+                               {{"DLPROF_SAMPLE", testing::kUnset}, {"DLPROF_OUT", dir}});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("enabled=0"), std::string::npos);
+  EXPECT_EQ(r.err, "");
+  std::string error;
+  EXPECT_TRUE(ListRunFiles(dir, &error).empty());
+}
+
+TEST(Runtime, BufferOccupancyIsSnapshottedAndReportedLive) {
+  ProfiledRun run = Profiled({"buffers"});
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.err;
+  double mean = -1, empty = -1, full = -1;
+  unsigned long long snaps = 0;
+  ASSERT_EQ(sscanf(run.result.out.c_str(), "snapshots=%llu mean=%lf empty=%lf full=%lf", &snaps,
+                   &mean, &empty, &full), 4) << run.result.out;
+  EXPECT_GT(snaps, 40u);  // 800 ms at one per 10 ms
+  EXPECT_NEAR(empty, 0.5, 0.1);
+  EXPECT_NEAR(full, 0.5, 0.1);
+  EXPECT_NEAR(mean, 0.5, 0.1);
+  ASSERT_EQ(run.profile.buffers.size(), 1u);
+  const BufferSeries& q = run.profile.buffers[0];
+  EXPECT_EQ(q.name, "queue");
+  EXPECT_EQ(q.capacity, 10u);
+  EXPECT_GE(q.snapshots.size(), snaps);
+}
+
+// What rt_workload's steps mode measured itself.
+struct StepTruth {
+  double wait_fraction = -1;
+  double compute_ms = -1;
+};
+StepTruth ParseStepTruth(const std::string& out) {
+  StepTruth t;
+  sscanf(out.c_str(), "wait_fraction=%lf compute_ms=%lf", &t.wait_fraction, &t.compute_ms);
+  return t;
+}
+
+TEST(Runtime, StepAndWaitIntervalsAreRecorded) {
+  ProfiledRun run = Profiled({"steps", "10"});
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.err;
+  StepTruth truth = ParseStepTruth(run.result.out);
+  ASSERT_GT(truth.wait_fraction, 0) << run.result.out;
+  int steps = 0, waits = 0;
+  int64_t step_ns = 0, wait_ns = 0;
+  for (const Interval& iv : run.profile.intervals) {
+    if (iv.kind == IntervalKind::kStep) ++steps, step_ns += iv.end_ns - iv.begin_ns;
+    if (iv.kind == IntervalKind::kWait) ++waits, wait_ns += iv.end_ns - iv.begin_ns;
+  }
+  EXPECT_EQ(steps, 10);
+  EXPECT_EQ(waits, 10);
+  EXPECT_NEAR(static_cast<double>(wait_ns) / step_ns, truth.wait_fraction, 0.02);
+}
+
+TEST(Runtime, DetailedModeRecordsStageSpans) {
+  ProfiledRun run = Profiled({"steps", "5"}, {{"DLPROF_MODE", "detailed"}});
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.err;
+  StepTruth truth = ParseStepTruth(run.result.out);
+  EXPECT_EQ(run.profile.processes[0].hz, 1000);
+  int compute_spans = 0;
+  double compute_ms = 0;
+  for (const Interval& iv : run.profile.intervals) {
+    if (iv.kind == IntervalKind::kStage && run.profile.stages[iv.stage] == "compute") {
+      ++compute_spans;
+      compute_ms += (iv.end_ns - iv.begin_ns) / 1e6;
+    }
+  }
+  EXPECT_EQ(compute_spans, 5);
+  EXPECT_NEAR(compute_ms, truth.compute_ms, 0.05 * truth.compute_ms);
+}
+
+TEST(Runtime, LibraryHasNoDynamicInitializers) {
+  // The library constructor starts profiling; a global that needs a dynamic
+  // initializer could be re-initialized after that start and lose its state.
+  testing::ProcessResult nm = RunProcess({"/usr/bin/nm", DLPROF_LIB_PATH});
+  ASSERT_EQ(nm.exit_code, 0) << nm.err;
+  EXPECT_EQ(nm.out.find("_GLOBAL__sub_I"), std::string::npos);
+}
+
+TEST(Runtime, OutputFolderIsPrivateAndSymlinksAreRefused) {
+  ProfiledRun run = Profiled({"mix", "100"});
+  ASSERT_EQ(run.files.size(), 1u);
+  struct stat st;
+  ASSERT_EQ(stat(run.files[0].c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  std::string run_dir = run.files[0].substr(0, run.files[0].rfind('/'));
+  ASSERT_EQ(stat(run_dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+
+  std::string dir = MakeTempDir("dlprof-link");
+  std::string link = dir + "/out";
+  ASSERT_EQ(symlink(run_dir.c_str(), link.c_str()), 0);
+  ProcessResult r = RunProcess({ProgramPath("rt_workload"), "mix", "100"},
+                               {{"DLPROF_SAMPLE", "1"}, {"DLPROF_OUT", link}});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.err.find("is a symlink: refused"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace dlprof
