@@ -1,1 +1,0 @@
-// Placeholder until the backends land (delete when real sources exist).

@@ -1,0 +1,429 @@
+#include "reports/analysis.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+
+namespace dlprof {
+namespace {
+
+double Quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  double pos = q * (v.size() - 1);
+  size_t lo = static_cast<size_t>(std::floor(pos));
+  size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (pos - lo);
+}
+
+std::string Fmt(const char* fmt, double a, double b = 0, double c = 0) {
+  char buf[256];
+  snprintf(buf, sizeof(buf), fmt, a, b, c);
+  return buf;
+}
+
+std::string Pct(double f) { return Fmt("%.0f%%", 100 * f); }
+
+// Wait intervals of the training loop's thread, sorted, for "was the loop
+// waiting for data at time t?".
+struct WaitIndex {
+  std::vector<std::pair<int64_t, int64_t>> spans;
+  bool Contains(int64_t t) const {
+    auto it = std::upper_bound(spans.begin(), spans.end(), std::make_pair(t, INT64_MAX));
+    if (it == spans.begin()) return false;
+    --it;
+    return t >= it->first && t <= it->second;
+  }
+};
+
+int64_t Field(const Process& p, const char* key, int64_t dflt) {
+  auto it = p.fields.find(key);
+  return it == p.fields.end() || it->second.empty() ? dflt : std::atoll(it->second.c_str());
+}
+
+void AnalyzeSteps(const Profile& profile, Analysis* a, uint32_t* train_process, uint32_t* train_tid,
+                  WaitIndex* waits) {
+  std::map<uint32_t, int> steps_per_process;
+  for (const Interval& iv : profile.intervals) {
+    if (iv.kind == IntervalKind::kStep) steps_per_process[iv.process]++;
+  }
+  if (steps_per_process.empty()) return;
+  uint32_t proc = std::max_element(steps_per_process.begin(), steps_per_process.end(),
+                                   [](auto& x, auto& y) { return x.second < y.second; })->first;
+  const Process& p = profile.processes[proc];
+  std::vector<Interval> steps;
+  std::map<uint32_t, int> steps_per_tid;
+  for (const Interval& iv : profile.intervals) {
+    if (iv.process != proc) continue;
+    if (iv.kind == IntervalKind::kStep) {
+      steps.push_back(iv);
+      steps_per_tid[iv.tid]++;
+    } else if (iv.kind == IntervalKind::kWait) {
+      waits->spans.push_back({iv.begin_ns, iv.end_ns});
+    }
+  }
+  std::sort(steps.begin(), steps.end(),
+            [](const Interval& x, const Interval& y) { return x.begin_ns < y.begin_ns; });
+  std::sort(waits->spans.begin(), waits->spans.end());
+  *train_process = proc;
+  *train_tid = std::max_element(steps_per_tid.begin(), steps_per_tid.end(),
+                                [](auto& x, auto& y) { return x.second < y.second; })->first;
+
+  StepStats& s = a->steps;
+  s.process = proc;
+  const int64_t sampling_start = p.sampling_start_ns;
+  const bool has_baseline = Field(p, "baseline_steps", 0) > 0;
+  std::vector<double> baseline;
+  std::vector<const Interval*> sampled;
+  for (const Interval& iv : steps) {
+    if (has_baseline && iv.end_ns <= sampling_start) baseline.push_back((iv.end_ns - iv.begin_ns) / 1e9);
+    else sampled.push_back(&iv);
+  }
+  int warmup = static_cast<int>(Field(p, "warmup_steps", 2));
+  if (warmup >= static_cast<int>(sampled.size())) {
+    if (warmup > 0 && !sampled.empty()) {
+      a->warnings.push_back("only " + std::to_string(sampled.size()) +
+                            " steps: warm-up steps kept (DLPROF_WARMUP_STEPS=" +
+                            std::to_string(warmup) + ")");
+    }
+    warmup = 0;
+  }
+  s.warmup_dropped = warmup;
+  s.baseline_count = static_cast<int>(baseline.size());
+  double total_step = 0, total_wait = 0;
+  for (size_t i = warmup; i < sampled.size(); ++i) {
+    const Interval& st = *sampled[i];
+    double wait = 0;
+    for (auto it = std::lower_bound(waits->spans.begin(), waits->spans.end(),
+                                    std::make_pair(st.begin_ns, INT64_MIN));
+         it != waits->spans.end() && it->first < st.end_ns; ++it) {
+      wait += (std::min(it->second, st.end_ns) - std::max(it->first, st.begin_ns)) / 1e9;
+    }
+    double len = (st.end_ns - st.begin_ns) / 1e9;
+    s.step_s.push_back(len);
+    s.wait_s.push_back(wait);
+    total_step += len;
+    total_wait += wait;
+  }
+  s.count = static_cast<int>(s.step_s.size());
+  s.median_s = Quantile(s.step_s, 0.5);
+  s.p90_s = Quantile(s.step_s, 0.9);
+  s.p99_s = Quantile(s.step_s, 0.99);
+  s.mean_s = s.count ? total_step / s.count : 0;
+  s.data_wait_median_s = Quantile(s.wait_s, 0.5);
+  s.data_wait_p90_s = Quantile(s.wait_s, 0.9);
+  s.data_wait_fraction = total_step > 0 ? total_wait / total_step : 0;
+  if (!baseline.empty() && s.count > 0) {
+    s.baseline_median_s = Quantile(baseline, 0.5);
+    if (s.baseline_median_s > 0) s.distortion = s.median_s / s.baseline_median_s - 1;
+  }
+}
+
+void AnalyzeStages(const Profile& profile, uint32_t train_process, uint32_t train_tid,
+                   bool has_steps, const WaitIndex& waits, Analysis* a) {
+  struct Acc {
+    int64_t self_samples = 0;
+    double cpu_from_samples = 0, total_cpu_from_samples = 0;
+    double self_wall = 0, self_cpu_wall = 0, total_wall = 0, total_cpu_wall = 0;
+    double blocked_wall = 0;  // wall time blocked in a syscall, less the CPU it used
+    double model_wall = 0, data_wall = 0, model_samples = 0, data_samples = 0;
+    std::map<std::string, double> blocked;  // syscall -> off-CPU ns
+    std::set<int> pids;
+    std::map<std::string, double> wall_by_role;
+    bool has_wall = false;
+  };
+  std::vector<Acc> acc(profile.stages.size());
+  for (const Sample& s : profile.samples) {
+    const auto& path = profile.stage_paths[s.stage_path];
+    if (path.empty()) continue;
+    const Process& proc = profile.processes[s.process];
+    const bool model = has_steps && s.process == train_process && s.tid == train_tid &&
+                       !waits.Contains(s.time_ns);
+    Acc& self = acc[path.back()];
+    self.pids.insert(proc.pid);
+    if (s.kind == SampleKind::kCpu) {
+      self.self_samples += s.count;
+      self.cpu_from_samples += s.cpu_ns / 1e9;
+      (model ? self.model_samples : self.data_samples) += s.count;
+      std::set<uint32_t> seen;
+      for (uint32_t st : path) {
+        if (seen.insert(st).second) acc[st].total_cpu_from_samples += s.cpu_ns / 1e9;
+      }
+    } else {
+      self.has_wall = true;
+      self.self_wall += s.wall_ns / 1e9;
+      self.self_cpu_wall += s.cpu_ns / 1e9;
+      self.wall_by_role[proc.role] += s.wall_ns / 1e9;
+      (model ? self.model_wall : self.data_wall) += s.wall_ns / 1e9;
+      if (!s.on_cpu) self.blocked_wall += (s.wall_ns - s.cpu_ns) / 1e9;
+      if (!s.on_cpu && s.stack < profile.stacks.size() && !profile.stacks[s.stack].empty()) {
+        const Location& loc = profile.locations[profile.stacks[s.stack][0]];
+        if (!loc.frames.empty()) {
+          std::string what = loc.frames[0].function;
+          const std::string prefix = "[off-cpu: ";
+          if (what.compare(0, prefix.size(), prefix) == 0) {
+            what = what.substr(prefix.size(), what.size() - prefix.size() - 1);
+          }
+          self.blocked[what] += static_cast<double>(s.wall_ns - s.cpu_ns);
+        }
+      }
+      std::set<uint32_t> seen;
+      for (uint32_t st : path) {
+        if (seen.insert(st).second) {
+          acc[st].total_wall += s.wall_ns / 1e9;
+          acc[st].total_cpu_wall += s.cpu_ns / 1e9;
+        }
+      }
+    }
+  }
+  for (size_t i = 1; i < acc.size(); ++i) {
+    const Acc& x = acc[i];
+    if (x.self_samples == 0 && x.self_wall == 0 && x.total_wall == 0 && x.total_cpu_from_samples == 0) {
+      continue;
+    }
+    StageStats st;
+    st.name = profile.stages[i];
+    st.self_samples = x.self_samples;
+    if (x.has_wall || x.total_wall > 0) {
+      st.self_wall_s = x.self_wall;
+      st.self_cpu_s = x.self_cpu_wall;
+      st.total_wall_s = x.total_wall;
+      st.total_cpu_s = x.total_cpu_wall;
+      // Off-CPU means blocked (I/O, sleep, lock). A runnable thread that waits
+      // for a core on a busy machine is CPU-bound, not off-CPU.
+      st.offcpu_fraction = x.self_wall > 0 ? std::max(0.0, x.blocked_wall / x.self_wall) : 0;
+      st.data_stage = x.data_wall >= x.model_wall;
+    } else {  // CPU samples only (gperftools or pprof input): no wall clock
+      st.self_cpu_s = x.cpu_from_samples;
+      st.total_cpu_s = x.total_cpu_from_samples;
+      st.data_stage = x.data_samples >= x.model_samples;
+    }
+    double blocked_total = 0;
+    for (const auto& [call, ns] : x.blocked) blocked_total += ns;
+    for (const auto& [call, ns] : x.blocked) {
+      if (blocked_total > 0 && ns / blocked_total > st.top_blocking_fraction) {
+        st.top_blocking_fraction = ns / blocked_total;
+        st.top_blocking_call = call;
+      }
+    }
+    st.pids.assign(x.pids.begin(), x.pids.end());
+    st.processes = static_cast<int>(x.pids.size());
+    double best = -1;
+    for (const auto& [role, wall] : x.wall_by_role) {
+      if (wall > best) best = wall, st.main_role = role;
+    }
+    if (st.main_role.empty() && !x.pids.empty()) {
+      for (const Process& p : profile.processes) {
+        if (p.pid == *x.pids.begin()) st.main_role = p.role;
+      }
+    }
+    a->stages.push_back(std::move(st));
+  }
+  std::sort(a->stages.begin(), a->stages.end(), [](const StageStats& x, const StageStats& y) {
+    double kx = x.self_wall_s > 0 ? x.self_wall_s : x.self_cpu_s;
+    double ky = y.self_wall_s > 0 ? y.self_wall_s : y.self_cpu_s;
+    return kx != ky ? kx > ky : x.name < y.name;
+  });
+}
+
+void AnalyzeBuffers(const Profile& profile, Analysis* a) {
+  for (const BufferSeries& b : profile.buffers) {
+    BufferStats s;
+    s.name = b.name;
+    s.pid = profile.processes[b.process].pid;
+    s.role = profile.processes[b.process].role;
+    s.capacity = b.capacity;
+    s.snapshots = b.snapshots.size();
+    if (b.snapshots.empty()) {
+      a->buffers.push_back(s);
+      continue;
+    }
+    double occ = 0;
+    uint64_t empty = 0, full = 0;
+    for (const BufferSnapshot& snap : b.snapshots) {
+      if (b.capacity > 0) occ += std::min<double>(1.0, static_cast<double>(snap.size) / b.capacity);
+      if (snap.size == 0) ++empty;
+      if (b.capacity > 0 && snap.size >= b.capacity) ++full;
+    }
+    s.mean_occupancy = occ / b.snapshots.size();
+    s.empty_fraction = static_cast<double>(empty) / b.snapshots.size();
+    s.full_fraction = static_cast<double>(full) / b.snapshots.size();
+    a->buffers.push_back(s);
+  }
+}
+
+void AnalyzeProcesses(const Profile& profile, Analysis* a) {
+  std::vector<double> cpu_wall(profile.processes.size()), cpu_samples(profile.processes.size());
+  std::vector<bool> has_wall(profile.processes.size());
+  for (const Sample& s : profile.samples) {
+    if (s.kind == SampleKind::kWall) {
+      cpu_wall[s.process] += s.cpu_ns / 1e9;
+      has_wall[s.process] = true;
+    } else {
+      cpu_samples[s.process] += s.cpu_ns / 1e9;
+    }
+  }
+  a->start_ns = INT64_MAX;
+  a->end_ns = INT64_MIN;
+  for (size_t i = 0; i < profile.processes.size(); ++i) {
+    const Process& p = profile.processes[i];
+    ProcessStats ps;
+    ps.pid = p.pid;
+    ps.ppid = p.ppid;
+    ps.role = p.role;
+    ps.worker = p.worker;
+    ps.host = p.host;
+    ps.command = p.command;
+    ps.file = p.file;
+    ps.samples = static_cast<int64_t>(p.samples);
+    ps.dropped = p.dropped;
+    ps.cpu_s = has_wall[i] ? cpu_wall[i] : cpu_samples[i];
+    ps.wall_s = p.end_ns > p.start_ns ? (p.end_ns - p.start_ns) / 1e9 : 0;
+    ps.busy_fraction = ps.wall_s > 0 ? ps.cpu_s / ps.wall_s : 0;
+    ps.complete = p.complete;
+    ps.end_reason = p.complete ? p.end_reason : "died (no end record)";
+    auto h = p.counters.find("handler_ns");
+    ps.handler_s = h != p.counters.end() ? h->second / 1e9 : 0;
+    ps.hz = p.hz;
+    ps.unwinder = p.unwinder;
+    ps.timer = p.timer;
+    if (p.start_ns > 0) a->start_ns = std::min(a->start_ns, p.start_ns);
+    if (p.end_ns > 0) a->end_ns = std::max(a->end_ns, p.end_ns);
+    a->cost.samples += p.samples;
+    a->cost.dropped += p.dropped;
+    a->cost.handler_s += ps.handler_s;
+    a->processes.push_back(ps);
+    for (const std::string& w : p.warnings) a->warnings.push_back(w);
+  }
+  if (a->start_ns == INT64_MAX) a->start_ns = a->end_ns = 0;
+  double cpu = 0;
+  for (const ProcessStats& ps : a->processes) cpu += ps.cpu_s;
+  a->cost.handler_fraction = cpu > 0 ? a->cost.handler_s / cpu : 0;
+}
+
+void DecideVerdict(const Profile& profile, bool has_steps, Analysis* a) {
+  Verdict& v = a->verdict;
+  const StepStats& steps = a->steps;
+  // The consumer's buffers: those in the training loop's process.
+  const BufferStats* consumer = nullptr;
+  for (const BufferStats& b : a->buffers) {
+    if (b.snapshots == 0) continue;
+    bool in_train = has_steps ? b.pid == profile.processes[steps.process].pid : b.role == "main";
+    if (in_train && (consumer == nullptr || b.snapshots > consumer->snapshots)) consumer = &b;
+  }
+  if (has_steps && steps.count > 0) {
+    v.data_wait_fraction = steps.data_wait_fraction;
+    v.basis = "steps";
+    v.evidence.push_back("The training loop waited for data " + Pct(steps.data_wait_fraction) +
+                         " of its step time over " + std::to_string(steps.count) + " steps (median step " +
+                         Fmt("%.1f ms, median wait %.1f ms).", steps.median_s * 1e3,
+                             steps.data_wait_median_s * 1e3));
+  } else if (consumer != nullptr) {
+    // No step markers: the consumer's buffer standing empty is the loop waiting.
+    v.data_wait_fraction = consumer->empty_fraction;
+    v.basis = "buffers";
+    v.evidence.push_back("No step markers: judged from buffer '" + consumer->name + "', empty " +
+                         Pct(consumer->empty_fraction) + " of the time.");
+  } else {
+    v.basis = "none";
+    v.evidence.push_back("No step markers and no buffers: cannot tell whether training waits "
+                         "for data. Mark steps with dlprof_step_begin/end and waits with "
+                         "dlprof_wait_begin/end.");
+  }
+  v.severity = v.data_wait_fraction >= kHighWaitFraction       ? "high"
+               : v.data_wait_fraction >= kModerateWaitFraction ? "moderate"
+                                                               : "none";
+  v.input_bound = v.severity != "none";
+  if (consumer != nullptr) {
+    v.evidence.push_back("Buffer '" + consumer->name + "' (capacity " +
+                         std::to_string(consumer->capacity) + ") was empty " +
+                         Pct(consumer->empty_fraction) + " and full " +
+                         Pct(consumer->full_fraction) + " of the time, mean occupancy " +
+                         Pct(consumer->mean_occupancy) + ".");
+  }
+  if (!v.input_bound) {
+    v.advice.push_back("The input pipeline keeps up: the training step itself is the place to "
+                       "optimise" + std::string(consumer && consumer->full_fraction > 0.5
+                                                    ? " (the prefetch buffer is mostly full)."
+                                                    : "."));
+    return;
+  }
+  // The bottleneck: the data stage with the largest self time.
+  const StageStats* best = nullptr;
+  for (const StageStats& st : a->stages) {
+    if (!st.data_stage) continue;
+    double k = st.self_wall_s > 0 ? st.self_wall_s : st.self_cpu_s;
+    double kb = best ? (best->self_wall_s > 0 ? best->self_wall_s : best->self_cpu_s) : -1;
+    if (k > kb) best = &st;
+  }
+  if (best == nullptr) {
+    v.advice.push_back("Mark the pipeline's stages (dlprof_stage_enter/exit or DLPROF_STAGE) to "
+                       "find which one is slow.");
+    return;
+  }
+  v.bottleneck_stage = best->name;
+  v.bottleneck_kind = best->offcpu_fraction >= 0.5 ? "io" : "cpu";
+  v.bottleneck_role = best->main_role.empty() ? "main" : best->main_role;
+  std::string where = v.bottleneck_role == "worker"
+                          ? "in " + std::to_string(best->processes) + " worker process" +
+                                (best->processes == 1 ? "" : "es")
+                          : "in the training process";
+  if (v.bottleneck_kind == "io") {
+    v.evidence.push_back("Stage '" + best->name + "' has the largest self time of the data "
+                         "stages (" + Fmt("%.2f s", best->self_wall_s) + " " + where + ") and is "
+                         "off-CPU " + Pct(best->offcpu_fraction) + " of it" +
+                         (best->top_blocking_call.empty()
+                              ? "."
+                              : ", mostly blocked in " + best->top_blocking_call + "() (" +
+                                    Pct(best->top_blocking_fraction) + ")."));
+    v.advice.push_back("'" + best->name + "' waits on I/O: overlap more requests (more workers "
+                       "or threads for this stage), raise the prefetch depth, or move the data "
+                       "to faster storage; more CPU will not help.");
+  } else {
+    v.evidence.push_back("Stage '" + best->name + "' has the largest self time of the data "
+                         "stages (" + Fmt("%.2f s", best->self_wall_s > 0 ? best->self_wall_s : best->self_cpu_s) +
+                         " " + where + ") and is on-CPU " + Pct(1 - best->offcpu_fraction) +
+                         " of it.");
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (v.bottleneck_role == "worker") {
+      v.advice.push_back("'" + best->name + "' is compute-bound in the workers: add workers if "
+                         "cores are free (" + std::to_string(best->processes) + " workers on " +
+                         std::to_string(cores) + " cores here), or make '" + best->name +
+                         "' cheaper.");
+    } else {
+      v.advice.push_back("'" + best->name + "' runs in the training process and blocks it: move "
+                         "it to worker processes, or make it cheaper.");
+    }
+  }
+  if (steps.count > 0 && steps.data_wait_fraction < 1) {
+    double speedup = 1 / (1 - steps.data_wait_fraction);
+    v.advice.push_back(Fmt("Removing the wait entirely would make steps up to %.2fx faster "
+                           "(median %.1f ms -> %.1f ms).",
+                           speedup, steps.median_s * 1e3,
+                           (steps.median_s - steps.data_wait_median_s) * 1e3));
+  }
+}
+
+}  // namespace
+
+Analysis Analyze(const Profile& profile) {
+  Analysis a;
+  uint32_t train_process = 0, train_tid = 0;
+  WaitIndex waits;
+  AnalyzeSteps(profile, &a, &train_process, &train_tid, &waits);
+  const bool has_steps = a.steps.count > 0 || a.steps.baseline_count > 0;
+  AnalyzeStages(profile, train_process, train_tid, has_steps, waits, &a);
+  AnalyzeBuffers(profile, &a);
+  AnalyzeProcesses(profile, &a);
+  DecideVerdict(profile, has_steps, &a);
+  a.cost.distortion = a.steps.distortion;
+  a.cost.distortion_measured = a.steps.baseline_count > 0;
+  for (const std::string& w : profile.warnings) a.warnings.push_back(w);
+  return a;
+}
+
+}  // namespace dlprof

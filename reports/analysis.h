@@ -1,0 +1,115 @@
+// The analysis: from a merged Profile to the numbers every writer shows.
+// Answers "is the training loop waiting for data, and if so, which stage, in
+// which processes, and is it compute or I/O?".
+#ifndef DLPROF_REPORTS_ANALYSIS_H_
+#define DLPROF_REPORTS_ANALYSIS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "readers/profile.h"
+
+namespace dlprof {
+
+struct StepStats {
+  int count = 0;            // steps analysed (after warm-up and baseline)
+  int warmup_dropped = 0;
+  int baseline_count = 0;   // unprofiled baseline steps (DLPROF_BASELINE_STEPS)
+  double median_s = 0, p90_s = 0, p99_s = 0, mean_s = 0;
+  double data_wait_median_s = 0, data_wait_p90_s = 0;
+  double data_wait_fraction = 0;  // waiting / step time, summed over the steps
+  double baseline_median_s = 0;   // unprofiled
+  double distortion = 0;          // profiled median / baseline median - 1 (0 if no baseline)
+  uint32_t process = 0;           // the training loop's process
+  std::vector<double> step_s, wait_s;  // per analysed step, in order
+};
+
+struct StageStats {
+  std::string name;
+  int64_t self_samples = 0;   // CPU samples whose innermost stage is this one
+  double self_cpu_s = 0;      // CPU time with this stage innermost
+  double self_wall_s = 0;     // wall time with this stage innermost (all threads)
+  double total_wall_s = 0;    // wall time with this stage anywhere on the stage stack
+  double total_cpu_s = 0;
+  double offcpu_fraction = 0; // share of self wall time blocked in a syscall
+  std::string top_blocking_call;  // the syscall it most often blocked in ("read")
+  double top_blocking_fraction = 0;  // share of its off-CPU time in that call
+  bool data_stage = true;     // false for the training loop's own work (the model)
+  std::vector<int> pids;      // processes it ran in
+  std::string main_role;      // "main" or "worker": where most of its wall time is
+  int processes = 0;
+};
+
+struct BufferStats {
+  std::string name;
+  int pid = 0;
+  std::string role;
+  uint64_t capacity = 0;
+  uint64_t snapshots = 0;
+  double mean_occupancy = 0;  // mean size / capacity
+  double empty_fraction = 0;
+  double full_fraction = 0;
+};
+
+struct ProcessStats {
+  int pid = 0, ppid = 0;
+  std::string role;
+  int worker = -1;
+  std::string host, command, file;
+  int64_t samples = 0;
+  uint64_t dropped = 0;
+  double cpu_s = 0;       // from wall ticks where recorded, else samples
+  double wall_s = 0;      // process lifetime covered by the profile
+  double busy_fraction = 0;  // cpu_s / wall_s
+  bool complete = false;
+  std::string end_reason;
+  double handler_s = 0;   // time spent in dlprof's signal handler
+  int hz = 0;
+  std::string unwinder, timer;
+};
+
+struct Verdict {
+  bool input_bound = false;
+  double data_wait_fraction = 0;
+  std::string severity = "none";  // high / moderate / none
+  std::string bottleneck_stage;   // "" when not input-bound or unknown
+  std::string bottleneck_kind;    // cpu / io
+  std::string bottleneck_role;    // main / worker
+  std::string basis;              // what the verdict rests on (steps, buffers)
+  std::vector<std::string> advice;
+  std::vector<std::string> evidence;  // the sentences that justify it
+  // Workers: the slowest worker's throughput relative to the mean (1 = even).
+  double worker_imbalance = 0;
+  int slowest_worker = -1;
+};
+
+struct ProfilerCost {
+  uint64_t samples = 0, dropped = 0;
+  double handler_s = 0;
+  double handler_fraction = 0;  // handler time / profiled CPU time
+  double distortion = 0;        // from the baseline steps, when measured
+  bool distortion_measured = false;
+};
+
+struct Analysis {
+  Verdict verdict;
+  StepStats steps;
+  std::vector<StageStats> stages;  // by self wall time, largest first
+  std::vector<BufferStats> buffers;
+  std::vector<ProcessStats> processes;
+  ProfilerCost cost;
+  int64_t start_ns = 0, end_ns = 0;  // the span the profile covers
+  std::vector<std::string> warnings;
+};
+
+// Severity cut-offs on the share of step time the loop waits for data
+// (TensorFlow Profiler's input-pipeline analyzer uses the same).
+constexpr double kHighWaitFraction = 0.20;
+constexpr double kModerateWaitFraction = 0.05;
+
+Analysis Analyze(const Profile& profile);
+
+}  // namespace dlprof
+
+#endif  // DLPROF_REPORTS_ANALYSIS_H_

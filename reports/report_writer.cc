@@ -1,0 +1,51 @@
+#include "reports/report_writer.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+
+#include "reports/pprof_writer.h"
+
+namespace dlprof {
+
+void WriteFileOrThrow(const std::string& path, const std::string& content) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (out) out.write(content.data(), static_cast<std::streamsize>(content.size()));
+  if (!out) throw std::runtime_error(path + ": cannot write: " + strerror(errno));
+}
+
+void ReportWriter::Write(const Profile& profile, const Analysis& analysis,
+                         const std::string& dir) const {
+  WriteFileOrThrow(dir + "/" + file_name(), Render(profile, analysis));
+}
+
+namespace {
+
+class PprofReportWriter : public ReportWriter {
+ public:
+  std::string file_name() const override { return "profile.pb.gz"; }
+  std::string Render(const Profile& profile, const Analysis&) const override {
+    return EncodePprof(profile);  // uncompressed: for tests and piping
+  }
+  void Write(const Profile& profile, const Analysis&, const std::string& dir) const override {
+    WritePprof(profile, dir + "/" + file_name());
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<ReportWriter> MakePprofReportWriter() {
+  return std::make_unique<PprofReportWriter>();
+}
+
+std::vector<std::unique_ptr<ReportWriter>> AllReportWriters() {
+  std::vector<std::unique_ptr<ReportWriter>> w;
+  w.push_back(MakeSummaryJsonWriter());
+  w.push_back(MakeSummaryTextWriter());
+  w.push_back(MakeFoldedWriter());
+  w.push_back(MakePprofReportWriter());
+  return w;
+}
+
+}  // namespace dlprof

@@ -1,0 +1,38 @@
+// One interface for every output of `dlprof report`; one file per format.
+#ifndef DLPROF_REPORTS_REPORT_WRITER_H_
+#define DLPROF_REPORTS_REPORT_WRITER_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "readers/profile.h"
+#include "reports/analysis.h"
+
+namespace dlprof {
+
+class ReportWriter {
+ public:
+  virtual ~ReportWriter() = default;
+  // The file it writes inside the output folder ("summary.json").
+  virtual std::string file_name() const = 0;
+  // The file's whole content. Throws std::runtime_error on failure.
+  virtual std::string Render(const Profile& profile, const Analysis& analysis) const = 0;
+  // Writes Render() to dir/file_name(); gzipped writers override.
+  virtual void Write(const Profile& profile, const Analysis& analysis, const std::string& dir) const;
+};
+
+// Every writer `dlprof report` runs, in the order it runs them.
+std::vector<std::unique_ptr<ReportWriter>> AllReportWriters();
+
+std::unique_ptr<ReportWriter> MakeFoldedWriter();       // stacks.folded
+std::unique_ptr<ReportWriter> MakeSummaryTextWriter();  // summary.txt
+std::unique_ptr<ReportWriter> MakeSummaryJsonWriter();  // summary.json
+std::unique_ptr<ReportWriter> MakePprofReportWriter();  // profile.pb.gz
+
+// Writes `content` to `path` (whole, or throws std::runtime_error naming it).
+void WriteFileOrThrow(const std::string& path, const std::string& content);
+
+}  // namespace dlprof
+
+#endif  // DLPROF_REPORTS_REPORT_WRITER_H_

@@ -1,0 +1,113 @@
+// summary.txt: the report for a terminal: verdict first, then the tables.
+#include <cstdarg>
+#include <cstdio>
+
+#include "reports/report_writer.h"
+
+namespace dlprof {
+namespace {
+
+std::string Line(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+std::string Line(const char* fmt, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof(buf), fmt, ap);
+  va_end(ap);
+  return std::string(buf) + "\n";
+}
+
+// Program-supplied names: keep them on one line and printable.
+std::string Clean(const std::string& s, size_t max = 40) {
+  std::string out;
+  for (unsigned char c : s) out += (c < 0x20 || c == 0x7f) ? '?' : static_cast<char>(c);
+  if (out.size() > max) out = out.substr(0, max - 3) + "...";
+  return out;
+}
+
+class SummaryTextWriter : public ReportWriter {
+ public:
+  std::string file_name() const override { return "summary.txt"; }
+  std::string Render(const Profile&, const Analysis& a) const override {
+    const Verdict& v = a.verdict;
+    std::string out = "dlprof summary\n==============\n\n";
+    if (v.input_bound) {
+      out += Line("VERDICT: input-bound (%s): the training loop waits for data %.1f%% of step time.",
+                  v.severity.c_str(), 100 * v.data_wait_fraction);
+      if (!v.bottleneck_stage.empty()) {
+        out += Line("Bottleneck: stage '%s', %s-bound, in the %s process%s.",
+                    Clean(v.bottleneck_stage).c_str(), v.bottleneck_kind == "io" ? "I/O" : "CPU",
+                    v.bottleneck_role.c_str(), v.bottleneck_role == "worker" ? "es" : "");
+      }
+    } else if (v.basis == "none") {
+      out += "VERDICT: unknown (no step markers and no buffers).\n";
+    } else {
+      out += Line("VERDICT: not input-bound: the training loop waits for data %.1f%% of step time.",
+                  100 * v.data_wait_fraction);
+    }
+    out += "\nEvidence:\n";
+    for (const std::string& e : v.evidence) out += "  - " + Clean(e, 400) + "\n";
+    out += "Advice:\n";
+    for (const std::string& e : v.advice) out += "  - " + Clean(e, 400) + "\n";
+
+    const StepStats& s = a.steps;
+    out += "\nSteps\n-----\n";
+    if (s.count == 0) {
+      out += "  (no steps marked)\n";
+    } else {
+      out += Line("  %d steps (%d warm-up dropped): median %.2f ms, p90 %.2f ms, p99 %.2f ms",
+                  s.count, s.warmup_dropped, s.median_s * 1e3, s.p90_s * 1e3, s.p99_s * 1e3);
+      out += Line("  waiting for data: %.1f%% of step time, median %.2f ms per step",
+                  100 * s.data_wait_fraction, s.data_wait_median_s * 1e3);
+    }
+
+    out += "\nStages (self = innermost stage; wall time summed over threads and processes)\n";
+    out += "------\n";
+    out += Line("  %-24s %9s %10s %10s %8s %10s  %-7s %s", "stage", "samples", "self cpu",
+                "self wall", "off-cpu", "total wall", "role", "blocked in");
+    for (const StageStats& st : a.stages) {
+      out += Line("  %-24s %9lld %9.3fs %9.3fs %7.0f%% %9.3fs  %-7s %s%s", Clean(st.name, 24).c_str(),
+                  static_cast<long long>(st.self_samples), st.self_cpu_s, st.self_wall_s,
+                  100 * st.offcpu_fraction, st.total_wall_s, st.main_role.c_str(),
+                  Clean(st.top_blocking_call, 20).c_str(), st.data_stage ? "" : " (model)");
+    }
+
+    out += "\nBuffers\n-------\n";
+    if (a.buffers.empty()) out += "  (none)\n";
+    for (const BufferStats& b : a.buffers) {
+      out += Line("  %-24s pid %-7d cap %-5llu mean %5.1f%%  empty %5.1f%%  full %5.1f%%",
+                  Clean(b.name, 24).c_str(), b.pid, static_cast<unsigned long long>(b.capacity),
+                  100 * b.mean_occupancy, 100 * b.empty_fraction, 100 * b.full_fraction);
+    }
+
+    out += "\nProcesses\n---------\n";
+    for (const ProcessStats& p : a.processes) {
+      out += Line("  pid %-7d %-6s worker %-3d samples %-7lld dropped %-5llu cpu %7.3fs wall %7.3fs  %s",
+                  p.pid, p.role.c_str(), p.worker, static_cast<long long>(p.samples),
+                  static_cast<unsigned long long>(p.dropped), p.cpu_s, p.wall_s,
+                  Clean(p.end_reason, 30).c_str());
+    }
+
+    out += "\nProfiler\n--------\n";
+    out += Line("  %llu samples, %llu dropped; signal handler %.3f s (%.2f%% of profiled CPU time)",
+                static_cast<unsigned long long>(a.cost.samples),
+                static_cast<unsigned long long>(a.cost.dropped), a.cost.handler_s,
+                100 * a.cost.handler_fraction);
+    if (a.cost.distortion_measured) {
+      out += Line("  step time profiled / unprofiled baseline - 1 = %+.1f%%", 100 * a.cost.distortion);
+    }
+    if (!a.warnings.empty()) {
+      out += "\nWarnings\n--------\n";
+      for (const std::string& w : a.warnings) out += "  " + Clean(w, 400) + "\n";
+    }
+    return out;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<ReportWriter> MakeSummaryTextWriter() {
+  return std::make_unique<SummaryTextWriter>();
+}
+
+}  // namespace dlprof

@@ -1,0 +1,327 @@
+// The dlprof command: run a program under the profiler, report a run, convert
+// profiles, list backends. Exit status: 0 ok, 1 failure, 2 usage error; `run`
+// returns the profiled program's own status.
+#include <limits.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <boost/program_options.hpp>
+
+#include "backends/timer_source.h"
+#include "backends/unwinder.h"
+#include "readers/input_loader.h"
+#include "readers/symbolizer.h"
+#include "reports/analysis.h"
+#include "reports/pprof_writer.h"
+#include "reports/report_writer.h"
+
+namespace po = boost::program_options;
+
+namespace dlprof {
+namespace {
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+const char* kTopUsage =
+    "usage: dlprof <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  run [--hz N] [--mode light|detailed] [-o DIR] [-r REPORT_DIR] -- CMD...\n"
+    "                 profile CMD and every process it starts, then write the report\n"
+    "  report RUN_DIR... -o OUT_DIR\n"
+    "                 merge the processes of one or more runs into report.html,\n"
+    "                 profile.pb.gz, summary.txt, summary.json, trace.json, stacks.folded\n"
+    "  convert IN -o OUT.pb.gz\n"
+    "                 a .dlprof, gperftools CPU profile or pprof file to symbolized pprof\n"
+    "  backends       list the unwinders and timer sources and whether they work here\n"
+    "\n"
+    "Each command takes --help.\n";
+
+double Seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+// Progress on stderr, only once the work has taken more than a second.
+class Progress {
+ public:
+  void Step(const std::string& what) {
+    if (Seconds(start_) > 1.0) std::cerr << "dlprof: " << what << " (" << Fmt() << ")\n";
+  }
+
+ private:
+  std::string Fmt() const {
+    char buf[32];
+    snprintf(buf, sizeof(buf), "%.1f s", Seconds(start_));
+    return buf;
+  }
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
+po::variables_map Parse(const std::vector<std::string>& args, const po::options_description& opts,
+                        const po::positional_options_description& pos) {
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(opts).positional(pos).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UsageError(e.what());
+  }
+  return vm;
+}
+
+void MakeDir(const std::string& dir) {
+  std::string partial;
+  for (size_t i = 0; i <= dir.size(); ++i) {
+    if (i == dir.size() || dir[i] == '/') {
+      partial = dir.substr(0, i);
+      if (!partial.empty() && mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST) {
+        throw std::runtime_error(partial + ": cannot create folder: " + strerror(errno));
+      }
+    }
+  }
+}
+
+// Loads, symbolizes, analyses and writes every output; returns the analysis.
+Analysis WriteReport(const std::vector<std::string>& inputs, const std::string& out_dir) {
+  Progress progress;
+  Profile profile;
+  LoadInputs(inputs, &profile);
+  progress.Step("read " + std::to_string(profile.processes.size()) + " processes, " +
+                std::to_string(profile.samples.size()) + " samples");
+  Symbolizer symbolizer;
+  symbolizer.SymbolizeProfile(&profile);
+  progress.Step("symbolized " + std::to_string(profile.locations.size()) + " locations");
+  Analysis analysis = Analyze(profile);
+  MakeDir(out_dir);
+  for (const auto& writer : AllReportWriters()) {
+    writer->Write(profile, analysis, out_dir);
+    progress.Step("wrote " + writer->file_name());
+  }
+  for (const std::string& w : analysis.warnings) std::cerr << "dlprof: warning: " << w << "\n";
+  return analysis;
+}
+
+void PrintVerdict(const Analysis& a, const std::string& out_dir) {
+  const Verdict& v = a.verdict;
+  if (v.input_bound) {
+    printf("dlprof: input-bound (%s): training waits for data %.0f%% of step time", v.severity.c_str(),
+           100 * v.data_wait_fraction);
+    if (!v.bottleneck_stage.empty()) {
+      printf("; bottleneck: '%s' (%s, %s)", v.bottleneck_stage.c_str(), v.bottleneck_kind.c_str(),
+             v.bottleneck_role.c_str());
+    }
+    printf("\n");
+  } else if (v.basis != "none") {
+    printf("dlprof: not input-bound: training waits for data %.0f%% of step time\n",
+           100 * v.data_wait_fraction);
+  }
+  printf("dlprof: report written to %s/ (report.html, summary.txt, profile.pb.gz, ...)\n",
+         out_dir.c_str());
+}
+
+int Report(const std::vector<std::string>& args) {
+  po::options_description opts("dlprof report RUN_DIR... -o OUT_DIR");
+  opts.add_options()("help,h", "show this help")(
+      "output,o", po::value<std::string>()->default_value("dlprof-report"), "output folder")(
+      "input", po::value<std::vector<std::string>>(), "run folders or profile files");
+  po::positional_options_description pos;
+  pos.add("input", -1);
+  po::variables_map vm = Parse(args, opts, pos);
+  if (vm.count("help")) {
+    std::cout << opts << "\nRUN_DIR may be DLPROF_OUT itself, meaning its newest run. Several "
+                         "runs (one per host or rank) merge into one report.\n";
+    return 0;
+  }
+  if (!vm.count("input")) throw UsageError("report: give at least one run folder");
+  std::string out = vm["output"].as<std::string>();
+  PrintVerdict(WriteReport(vm["input"].as<std::vector<std::string>>(), out), out);
+  return 0;
+}
+
+int Convert(const std::vector<std::string>& args) {
+  po::options_description opts("dlprof convert IN -o OUT.pb.gz");
+  opts.add_options()("help,h", "show this help")("output,o", po::value<std::string>(),
+                                                  "the pprof file to write")(
+      "input", po::value<std::vector<std::string>>(), "input profile");
+  po::positional_options_description pos;
+  pos.add("input", -1);
+  po::variables_map vm = Parse(args, opts, pos);
+  if (vm.count("help")) {
+    std::cout << opts;
+    return 0;
+  }
+  if (!vm.count("input") || vm["input"].as<std::vector<std::string>>().size() != 1) {
+    throw UsageError("convert: give exactly one input file");
+  }
+  if (!vm.count("output")) throw UsageError("convert: -o OUT.pb.gz is required");
+  Profile profile;
+  LoadInputs(vm["input"].as<std::vector<std::string>>(), &profile);
+  Symbolizer symbolizer;
+  symbolizer.SymbolizeProfile(&profile);
+  WritePprof(profile, vm["output"].as<std::string>());
+  for (const std::string& w : profile.warnings) std::cerr << "dlprof: warning: " << w << "\n";
+  printf("dlprof: wrote %s (%zu samples)\n", vm["output"].as<std::string>().c_str(),
+         profile.samples.size());
+  return 0;
+}
+
+int Backends(const std::vector<std::string>& args) {
+  if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
+    std::cout << "dlprof backends: the unwinders (DLPROF_BACKEND) and timer sources "
+                 "(DLPROF_TIMER) built in, and whether each works on this machine.\n";
+    return 0;
+  }
+  if (!args.empty()) throw UsageError("backends: takes no arguments");
+  printf("%-9s %-11s %-10s %s\n", "kind", "name", "available", "note");
+  for (const auto* list : {new std::vector<BackendInfo>(ListUnwinders()),
+                           new std::vector<BackendInfo>(ListTimerSources())}) {
+    for (const BackendInfo& b : *list) {
+      printf("%-9s %-11s %-10s %s\n", b.kind.c_str(), b.name.c_str(), b.available ? "yes" : "no",
+             b.note.c_str());
+    }
+    delete list;
+  }
+  return 0;
+}
+
+std::string SelfDir() {
+  char buf[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return ".";
+  std::string path(buf, n);
+  return path.substr(0, path.rfind('/'));
+}
+
+// libdlprof.so next to this command: installed (../lib) or in the build tree.
+std::string FindLibrary() {
+  if (const char* env = getenv("DLPROF_LIB"); env && *env) return env;
+  std::string dir = SelfDir();
+  for (const std::string& candidate :
+       {dir + "/../lib/libdlprof.so.0", dir + "/../lib/x86_64-linux-gnu/libdlprof.so.0",
+        dir + "/../core/libdlprof.so.0", std::string(DLPROF_INSTALLED_LIB)}) {
+    if (access(candidate.c_str(), R_OK) == 0) {
+      char real[PATH_MAX];
+      return realpath(candidate.c_str(), real) ? real : candidate;
+    }
+  }
+  throw std::runtime_error("cannot find libdlprof.so (looked next to " + dir +
+                           "); set DLPROF_LIB to its path");
+}
+
+int Run(const std::vector<std::string>& args) {
+  po::options_description opts("dlprof run [options] -- CMD...");
+  opts.add_options()("help,h", "show this help")("hz", po::value<int>(),
+                                                  "samples per CPU second (default 100, 1000 in detailed mode)")(
+      "mode", po::value<std::string>(), "light (default) or detailed")(
+      "output,o", po::value<std::string>()->default_value("dlprof-out"), "DLPROF_OUT folder")(
+      "report,r", po::value<std::string>()->default_value("dlprof-report"), "report folder")(
+      "no-report", "only record, do not write the report");
+  std::vector<std::string> own, cmd;
+  auto dash = std::find(args.begin(), args.end(), "--");
+  own.assign(args.begin(), dash);
+  if (dash != args.end()) cmd.assign(dash + 1, args.end());
+  po::positional_options_description none;
+  po::variables_map vm = Parse(own, opts, none);
+  if (vm.count("help")) {
+    std::cout << opts;
+    return 0;
+  }
+  if (cmd.empty()) throw UsageError("run: give the command after --, e.g. dlprof run -- ./train");
+  if (vm.count("hz") && (vm["hz"].as<int>() < 1 || vm["hz"].as<int>() > 10000)) {
+    throw UsageError("run: --hz must be between 1 and 10000");
+  }
+  if (vm.count("mode") && vm["mode"].as<std::string>() != "light" &&
+      vm["mode"].as<std::string>() != "detailed") {
+    throw UsageError("run: --mode must be light or detailed");
+  }
+  const std::string out = vm["output"].as<std::string>();
+  const std::string lib = FindLibrary();
+  char run_id[64];
+  time_t now = time(nullptr);
+  struct tm tm;
+  localtime_r(&now, &tm);
+  size_t n = strftime(run_id, sizeof(run_id), "%Y%m%d-%H%M%S", &tm);
+  snprintf(run_id + n, sizeof(run_id) - n, "-%d", getpid());
+
+  pid_t child = fork();
+  if (child < 0) throw std::runtime_error(std::string("fork: ") + strerror(errno));
+  if (child == 0) {
+    setenv("DLPROF_SAMPLE", "1", 1);
+    setenv("DLPROF_OUT", out.c_str(), 1);
+    setenv("DLPROF_RUN_ID", run_id, 1);
+    setenv("DLPROF_RUN_MAIN_PID", std::to_string(getpid()).c_str(), 1);
+    if (vm.count("hz")) setenv("DLPROF_HZ", std::to_string(vm["hz"].as<int>()).c_str(), 1);
+    if (vm.count("mode")) setenv("DLPROF_MODE", vm["mode"].as<std::string>().c_str(), 1);
+    const char* preload = getenv("LD_PRELOAD");
+    std::string value = lib + (preload && *preload ? std::string(":") + preload : "");
+    setenv("LD_PRELOAD", value.c_str(), 1);
+    std::vector<char*> argv;
+    for (auto& a : cmd) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execvp(argv[0], argv.data());
+    fprintf(stderr, "dlprof: cannot run %s: %s\n", argv[0], strerror(errno));
+    _exit(127);
+  }
+  // The terminal's Ctrl-C reaches the program directly; we wait for it.
+  signal(SIGINT, SIG_IGN);
+  signal(SIGTERM, SIG_IGN);
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (code == 127) return code;
+  std::string run_dir = out + "/" + run_id;
+  if (vm.count("no-report")) {
+    printf("dlprof: profiles in %s/\n", run_dir.c_str());
+    return code;
+  }
+  struct stat st;
+  if (stat(run_dir.c_str(), &st) != 0) {
+    fprintf(stderr, "dlprof: the program wrote no profile (is it dynamically linked?)\n");
+    return code != 0 ? code : 1;
+  }
+  std::string report = vm["report"].as<std::string>();
+  PrintVerdict(WriteReport({run_dir}, report), report);
+  return code;
+}
+
+}  // namespace
+}  // namespace dlprof
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    std::cout << dlprof::kTopUsage;
+    return args.empty() ? 2 : 0;
+  }
+  std::string cmd = args[0];
+  args.erase(args.begin());
+  try {
+    if (cmd == "run") return dlprof::Run(args);
+    if (cmd == "report") return dlprof::Report(args);
+    if (cmd == "convert") return dlprof::Convert(args);
+    if (cmd == "backends") return dlprof::Backends(args);
+    throw dlprof::UsageError("unknown command '" + cmd + "' (run, report, convert, backends)");
+  } catch (const dlprof::UsageError& e) {
+    std::cerr << "dlprof: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "dlprof: " << e.what() << "\n";
+    return 1;
+  }
+}
