@@ -258,7 +258,8 @@ std::string EncodePprof(const Profile& p) {
     if (added) sums.push_back(SampleSum{key});
     SampleSum& sum = sums[it->second];
     sum.count += s.count;
-    sum.cpu_ns += s.cpu_ns;
+    // A wall tick's cpu_ns is time the CPU samples already count.
+    if (s.kind == SampleKind::kCpu) sum.cpu_ns += s.cpu_ns;
     sum.wall_ns += s.wall_ns;
   }
   const int64_t k_stage = st.Intern("stage"), k_role = st.Intern("role"),
