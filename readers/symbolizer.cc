@@ -10,6 +10,7 @@
 #include <libelf.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -86,28 +87,19 @@ std::string Demangle(const char* name) {
 
 // The linkage name demangled carries namespaces, classes and parameters, which
 // DW_AT_name lacks; dwarf_attr_integrate follows abstract_origin (inlined
-// copies) and specification (out-of-class definitions) to find it.
-std::string DieName(Dwarf_Die* die) {
+// copies) and specification (out-of-class definitions) to find it. Returns
+// the name as stored (mangled or not), or null.
+const char* DieName(Dwarf_Die* die) {
   // C names renamed by asm labels (glibc's "__GI_qsort") keep DW_AT_name.
   Dwarf_Attribute attr;
   for (int at : {DW_AT_linkage_name, DW_AT_MIPS_linkage_name}) {
     if (dwarf_attr_integrate(die, at, &attr) != nullptr) {
       const char* s = dwarf_formstring(&attr);
-      if (s != nullptr && s[0] == '_' && s[1] == 'Z') return Demangle(s);
+      if (s != nullptr && s[0] == '_' && s[1] == 'Z') return s;
     }
   }
-  if (dwarf_attr_integrate(die, DW_AT_name, &attr) != nullptr) {
-    if (const char* s = dwarf_formstring(&attr)) return s;
-  }
-  return "";
-}
-
-std::string JoinDir(const char* comp_dir, const char* file) {
-  if (file == nullptr) return "";
-  if (file[0] == '/' || comp_dir == nullptr || comp_dir[0] == '\0') return file;
-  std::string out(comp_dir);
-  if (out.back() != '/') out += '/';
-  return out + file;
+  if (dwarf_attr_integrate(die, DW_AT_name, &attr) != nullptr) return dwarf_formstring(&attr);
+  return nullptr;
 }
 
 bool FileExists(const std::string& path) { return access(path.c_str(), R_OK) == 0; }
@@ -131,6 +123,112 @@ void RebuildDebugFileOffsets(std::vector<GElf_Phdr>* loads) {
   }
 }
 
+// One address range of a concrete (out-of-line) function.
+struct FunctionRange {
+  Dwarf_Addr low, high;
+  Dwarf_Die die;
+};
+
+// Collects the functions of a compilation unit, looking through namespaces
+// and classes (where some compilers nest definitions) but not into bodies.
+void IndexFunctions(Dwarf_Die* parent, std::vector<FunctionRange>* out) {
+  Dwarf_Die child;
+  if (dwarf_child(parent, &child) != 0) return;
+  do {
+    switch (dwarf_tag(&child)) {
+      case DW_TAG_subprogram: {
+        Dwarf_Addr base, low, high;
+        ptrdiff_t offset = 0;
+        while ((offset = dwarf_ranges(&child, offset, &base, &low, &high)) > 0) {
+          out->push_back(FunctionRange{low, high, child});
+        }
+        break;
+      }
+      case DW_TAG_namespace:
+      case DW_TAG_class_type:
+      case DW_TAG_structure_type:
+      case DW_TAG_union_type:
+      case DW_TAG_module:
+        IndexFunctions(&child, out);
+        break;
+      default:
+        break;
+    }
+  } while (dwarf_siblingof(&child, &child) == 0);
+}
+
+// The scopes containing `pc` from `function` inwards: the function, then the
+// lexical blocks and inlined copies nested in it.
+void ScopesIn(const Dwarf_Die& function, Dwarf_Addr pc, std::vector<Dwarf_Die>* out) {
+  std::vector<Dwarf_Die>& chain = *out;
+  chain.assign(1, function);
+  while (true) {
+    Dwarf_Die child;
+    bool deeper = false;
+    if (dwarf_child(&chain.back(), &child) == 0) {
+      do {
+        if (dwarf_haspc(&child, pc) == 1) {
+          chain.push_back(child);
+          deeper = true;
+          break;
+        }
+      } while (dwarf_siblingof(&child, &child) == 0);
+    }
+    if (!deeper) return;
+  }
+}
+
+// A function symbol; `name` points into the module's string table.
+struct Symbol {
+  GElf_Addr addr, size;
+  const char* name;
+  int rank;  // global before weak before local, as addr2line prefers
+};
+
+// All function symbols (.symtab, else .dynsym) sorted by address, one per
+// address: dwfl_module_addrinfo scans every symbol for every lookup.
+std::vector<Symbol> LoadSymbols(Dwfl_Module* mod) {
+  std::vector<Symbol> out;
+  int n = dwfl_module_getsymtab(mod);
+  for (int i = 1; i < n; ++i) {
+    GElf_Sym sym;
+    GElf_Addr addr = 0;
+    GElf_Word shndx = 0;
+    const char* name = dwfl_module_getsym_info(mod, i, &sym, &addr, &shndx, nullptr, nullptr);
+    int type = GELF_ST_TYPE(sym.st_info);
+    if (name == nullptr || name[0] == '\0' || sym.st_shndx == SHN_UNDEF ||
+        (type != STT_FUNC && type != STT_GNU_IFUNC)) {
+      continue;
+    }
+    int bind = GELF_ST_BIND(sym.st_info);
+    int rank = bind == STB_GLOBAL ? 0 : bind == STB_WEAK ? 1 : 2;
+    out.push_back(Symbol{addr, sym.st_size, name, rank});
+  }
+  std::sort(out.begin(), out.end(), [](const Symbol& a, const Symbol& b) {
+    return a.addr != b.addr ? a.addr < b.addr : a.rank < b.rank;
+  });
+  out.erase(std::unique(out.begin(), out.end(),
+                        [](const Symbol& a, const Symbol& b) { return a.addr == b.addr; }),
+            out.end());
+  return out;
+}
+
+// The symbol containing `addr`; a size-0 symbol (hand-written assembly)
+// reaches up to the next one.
+const char* SymbolAt(const std::vector<Symbol>& symbols, GElf_Addr addr) {
+  auto it = std::upper_bound(symbols.begin(), symbols.end(), addr,
+                             [](GElf_Addr v, const Symbol& s) { return v < s.addr; });
+  if (it == symbols.begin()) return nullptr;
+  --it;
+  return it->size == 0 || addr < it->addr + it->size ? it->name : nullptr;
+}
+
+std::string LineFile(Dwfl_Line* line, int* lineno) {
+  // libdw already joins relative names to the line table's directories.
+  const char* file = dwfl_lineinfo(line, nullptr, lineno, nullptr, nullptr, nullptr);
+  return file != nullptr ? file : "";
+}
+
 }  // namespace
 
 std::string ReadElfBuildId(const std::string& path) { return ReadElfInfo(path).build_id; }
@@ -142,7 +240,22 @@ struct Symbolizer::Module {
   Dwfl* dwfl = nullptr;
   Dwfl_Module* mod = nullptr;   // null: nothing trustworthy to read
   Dwarf_Addr bias = 0;          // libdwfl address = ELF vaddr + bias
-  std::unordered_map<uint64_t, std::vector<Frame>> cache;  // by lookup vaddr
+  // Per compilation unit (by DIE offset), its functions sorted by address:
+  // dwarf_getscopes would walk the whole unit for every address, which
+  // costs milliseconds in template-heavy C++ units.
+  std::unordered_map<Dwarf_Off, std::vector<FunctionRange>> functions;
+  std::vector<Symbol> symbols;
+  bool symbols_loaded = false;
+  std::vector<Dwarf_Die> scopes;  // scratch, reused by every lookup
+  // Demangled names by the address of the stored name, which lives as long
+  // as the Dwfl: most addresses share their function with others.
+  std::unordered_map<const char*, std::string> names;
+
+  const std::string& Name(const char* stored) {
+    auto [it, added] = names.try_emplace(stored);
+    if (added) it->second = Demangle(stored);
+    return it->second;
+  }
 
   ~Module() {
     if (dwfl != nullptr) dwfl_end(dwfl);
@@ -229,102 +342,130 @@ Symbolizer::Module* Symbolizer::GetModule(const std::string& path, const std::st
   return m;
 }
 
-std::vector<Frame> Symbolizer::Lookup(const Location& loc, bool is_return) {
+// What is known of an address no debug info or symbol covers.
+Frame UnknownFrame(const std::string& module_name, uint64_t module_offset) {
+  char buf[40];
+  std::snprintf(buf, sizeof(buf), "+0x%" PRIx64, module_offset);
+  return Frame{module_name + buf, "", 0};
+}
+
+std::vector<Frame> Symbolizer::Frames(Module* m, uint64_t vaddr, uint64_t module_offset) {
   std::vector<Frame> frames;
-  char buf[64];
-  if (loc.module.empty()) {
-    std::snprintf(buf, sizeof(buf), "0x%" PRIx64, loc.address);
-    frames.push_back(Frame{buf, "", 0});
-    return frames;
-  }
-  Module* m = GetModule(loc.module, loc.build_id);
-  std::snprintf(buf, sizeof(buf), "+0x%" PRIx64, loc.module_offset);
-  Frame unknown{m->basename + buf, "", 0};
-  if (m->mod == nullptr) return {unknown};
-
-  // The recorded offset is a file offset; DWARF speaks in virtual addresses.
-  bool found = false;
-  uint64_t vaddr = 0;
-  for (const GElf_Phdr& ph : m->loads) {
-    if (loc.module_offset >= ph.p_offset && loc.module_offset < ph.p_offset + ph.p_filesz) {
-      vaddr = loc.module_offset - ph.p_offset + ph.p_vaddr;
-      found = true;
-      break;
-    }
-  }
-  if (!found) return {unknown};
-  if (is_return && vaddr > 0) --vaddr;
-
-  auto cached = m->cache.find(vaddr);
-  if (cached != m->cache.end()) return cached->second;
-
   Dwarf_Addr addr = vaddr + m->bias;
   Dwarf_Addr cu_bias = 0;
   Dwarf_Die* cudie = dwfl_module_addrdie(m->mod, addr, &cu_bias);
   if (cudie != nullptr) {
-    Dwarf_Attribute attr;
-    const char* comp_dir = dwarf_formstring(dwarf_attr(cudie, DW_AT_comp_dir, &attr));
+    const Dwarf_Addr pc = addr - cu_bias;
     std::string file;
     int line = 0;
-    if (Dwfl_Line* l = dwfl_module_getsrc(m->mod, addr)) {
-      file = JoinDir(comp_dir, dwfl_lineinfo(l, nullptr, &line, nullptr, nullptr, nullptr));
+    if (Dwfl_Line* l = dwfl_module_getsrc(m->mod, addr)) file = LineFile(l, &line);
+
+    auto [index, added] = m->functions.try_emplace(dwarf_dieoffset(cudie));
+    std::vector<FunctionRange>& ranges = index->second;
+    if (added) {
+      IndexFunctions(cudie, &ranges);
+      std::sort(ranges.begin(), ranges.end(),
+                [](const FunctionRange& a, const FunctionRange& b) { return a.low < b.low; });
     }
-    Dwarf_Files* files = nullptr;
-    if (dwarf_getsrcfiles(cudie, &files, nullptr) != 0) files = nullptr;
-    Dwarf_Die* scopes = nullptr;
-    int n = dwarf_getscopes(cudie, addr - cu_bias, &scopes);
-    if (n > 0) {
-      // dwarf_getscopes continues into the abstract origin of an inlined
-      // instance; dwarf_getscopes_die gives the physical nesting we need.
-      Dwarf_Die* chain = nullptr;
-      int k = dwarf_getscopes_die(&scopes[0], &chain);
-      for (int i = 0; i < k; ++i) {
-        int tag = dwarf_tag(&chain[i]);
+    auto it = std::upper_bound(ranges.begin(), ranges.end(), pc,
+                               [](Dwarf_Addr v, const FunctionRange& r) { return v < r.low; });
+    const FunctionRange* function = nullptr;
+    // Ranges of distinct functions do not overlap; look back a little for
+    // the odd nested one (GNU C nested functions).
+    for (int back = 0; back < 4 && it != ranges.begin(); ++back) {
+      --it;
+      if (pc < it->high) {
+        function = &*it;
+        break;
+      }
+    }
+    if (function != nullptr) {
+      Dwarf_Files* files = nullptr;
+      if (dwarf_getsrcfiles(cudie, &files, nullptr) != 0) files = nullptr;
+      std::vector<Dwarf_Die>& chain = m->scopes;
+      ScopesIn(function->die, pc, &chain);
+      for (auto scope = chain.rbegin(); scope != chain.rend(); ++scope) {
+        int tag = dwarf_tag(&*scope);
         if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram) continue;
-        frames.push_back(Frame{DieName(&chain[i]), file, line});
-        if (tag == DW_TAG_subprogram) break;
+        frames.push_back(Frame{m->Name(DieName(&*scope)), file, line});
+        if (tag != DW_TAG_inlined_subroutine) continue;
         // The caller's frame is at this inlined copy's call site.
+        Dwarf_Attribute attr;
         Dwarf_Word value = 0;
         file.clear();
         line = 0;
         if (files != nullptr &&
-            dwarf_formudata(dwarf_attr(&chain[i], DW_AT_call_file, &attr), &value) == 0) {
-          file = JoinDir(comp_dir, dwarf_filesrc(files, value, nullptr, nullptr));
+            dwarf_formudata(dwarf_attr(&*scope, DW_AT_call_file, &attr), &value) == 0) {
+          const char* name = dwarf_filesrc(files, value, nullptr, nullptr);
+          if (name != nullptr) file = name;
         }
-        if (dwarf_formudata(dwarf_attr(&chain[i], DW_AT_call_line, &attr), &value) == 0) {
+        if (dwarf_formudata(dwarf_attr(&*scope, DW_AT_call_line, &attr), &value) == 0) {
           line = static_cast<int>(value);
         }
       }
-      std::free(chain);
     }
-    std::free(scopes);
     if (frames.empty() && !file.empty()) frames.push_back(Frame{"", file, line});
   }
   // Without DWARF, or for a nameless DIE, the symbol table still names the
   // outermost function (exported ones at least, via .dynsym).
   if (frames.empty() || frames.back().function.empty()) {
-    GElf_Off offset = 0;
-    GElf_Sym sym;
-    const char* name = dwfl_module_addrinfo(m->mod, addr, &offset, &sym, nullptr, nullptr, nullptr);
-    // A symbol that ends before the address is only the nearest export.
-    if (name != nullptr && (sym.st_size == 0 || offset < sym.st_size)) {
+    if (!m->symbols_loaded) {
+      m->symbols = LoadSymbols(m->mod);
+      m->symbols_loaded = true;
+    }
+    if (const char* name = SymbolAt(m->symbols, addr)) {
       if (frames.empty()) frames.push_back(Frame{});
-      frames.back().function = Demangle(name);
+      frames.back().function = m->Name(name);
     }
   }
+  if (frames.empty()) return {UnknownFrame(m->basename, module_offset)};
   for (Frame& f : frames) {
-    if (f.function.empty()) f.function = unknown.function;
+    if (f.function.empty()) f.function = UnknownFrame(m->basename, module_offset).function;
   }
-  if (frames.empty()) frames.push_back(unknown);
-  m->cache.emplace(vaddr, frames);
   return frames;
 }
 
 void Symbolizer::Symbolize(std::vector<Location>* locs, const std::vector<bool>& is_return) {
+  // Each distinct (module, address) is looked up once per call.
+  struct KeyHash {
+    size_t operator()(const std::pair<const Module*, uint64_t>& k) const {
+      return std::hash<const void*>()(k.first) ^ (k.second * 0x9e3779b97f4a7c15ULL);
+    }
+  };
+  std::unordered_map<std::pair<const Module*, uint64_t>, size_t, KeyHash> done;
+  Module* m = nullptr;
+  const Location* m_of = nullptr;  // a location of module m
   for (size_t i = 0; i < locs->size(); ++i) {
     Location& loc = (*locs)[i];
     if (loc.pseudo || !loc.frames.empty()) continue;
-    loc.frames = Lookup(loc, i < is_return.size() && is_return[i]);
+    if (loc.module.empty()) {
+      char buf[32];
+      std::snprintf(buf, sizeof(buf), "0x%" PRIx64, loc.address);
+      loc.frames.push_back(Frame{buf, "", 0});
+      continue;
+    }
+    if (m_of == nullptr || m_of->module != loc.module || m_of->build_id != loc.build_id) {
+      m = GetModule(loc.module, loc.build_id);
+    }
+    m_of = &loc;
+    // The recorded offset is a file offset; DWARF speaks in virtual addresses.
+    const GElf_Phdr* segment = nullptr;
+    if (m->mod != nullptr) {
+      for (const GElf_Phdr& ph : m->loads) {
+        if (loc.module_offset >= ph.p_offset && loc.module_offset < ph.p_offset + ph.p_filesz) {
+          segment = &ph;
+          break;
+        }
+      }
+    }
+    if (segment == nullptr) {
+      loc.frames.push_back(UnknownFrame(m->basename, loc.module_offset));
+      continue;
+    }
+    uint64_t vaddr = loc.module_offset - segment->p_offset + segment->p_vaddr;
+    if (i < is_return.size() && is_return[i] && vaddr > 0) --vaddr;
+    auto [it, added] = done.emplace(std::make_pair(m, vaddr), i);
+    loc.frames = added ? Frames(m, vaddr, loc.module_offset) : (*locs)[it->second].frames;
   }
 }
 

@@ -64,7 +64,7 @@ class Symbolizer {
   struct Module;
 
   Module* GetModule(const std::string& path, const std::string& build_id);
-  std::vector<Frame> Lookup(const Location& loc, bool is_return);
+  std::vector<Frame> Frames(Module* m, uint64_t vaddr, uint64_t module_offset);
 
   std::string debuginfo_path_;
   char* debuginfo_path_c_;  // into debuginfo_path_: libdwfl keeps a char**
