@@ -372,13 +372,14 @@ bool OpenRunFolder(bool* is_main) {
     setenv("DLPROF_RUN_ID", G->run_id.c_str(), 1);
     setenv("DLPROF_RUN_MAIN_PID", std::to_string(getpid()).c_str(), 1);
   }
-  if (mkdirat(out_fd, G->run_id.c_str(), 0700) != 0 && errno != EEXIST) {
+  const bool created = mkdirat(out_fd, G->run_id.c_str(), 0700) == 0;
+  if (!created && errno != EEXIST) {
     Warn("dlprof: cannot create run folder " + out + "/" + G->run_id + ": " + strerror(errno));
     close(out_fd);
     return false;
   }
   g_run_fd = openat(out_fd, G->run_id.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (g_run_fd >= 0 && !joining) {
+  if (g_run_fd >= 0 && created && *is_main) {
     // "latest" names the newest run; replaced atomically.
     std::string tmp = ".latest." + std::to_string(getpid());
     if (symlinkat(G->run_id.c_str(), out_fd, tmp.c_str()) == 0 &&
