@@ -33,7 +33,9 @@ class WordReader {
   WordReader(const std::string& bytes, WordFormat f) : bytes_(bytes), f_(f) {}
 
   // Words left from byte offset `pos`.
-  size_t WordsLeft(size_t pos) const { return pos >= bytes_.size() ? 0 : (bytes_.size() - pos) / f_.size; }
+  size_t WordsLeft(size_t pos) const {
+    return pos >= bytes_.size() ? 0 : (bytes_.size() - pos) / f_.size;
+  }
 
   uint64_t At(size_t pos) const {
     uint64_t v = 0;

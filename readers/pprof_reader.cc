@@ -71,11 +71,20 @@ class WireReader {
   void Skip(uint32_t wire) {
     size_t start = pos_;
     switch (wire) {
-      case 0: Varint(); return;
-      case 1: Advance(8, start); return;
-      case 2: Sub(); return;
-      case 5: Advance(4, start); return;
-      default: throw WireError{start, "unsupported wire type " + std::to_string(wire)};
+      case 0:
+        Varint();
+        return;
+      case 1:
+        Advance(8, start);
+        return;
+      case 2:
+        Sub();
+        return;
+      case 5:
+        Advance(4, start);
+        return;
+      default:
+        throw WireError{start, "unsupported wire type " + std::to_string(wire)};
     }
   }
 
@@ -93,7 +102,8 @@ class WireReader {
   }
 
   uint64_t Scalar(uint32_t wire) {
-    if (wire != 0) throw WireError{pos_, "expected a varint, got wire type " + std::to_string(wire)};
+    if (wire != 0)
+      throw WireError{pos_, "expected a varint, got wire type " + std::to_string(wire)};
     return Varint();
   }
 
@@ -149,9 +159,12 @@ std::pair<int64_t, int64_t> DecodeValueType(WireReader r) {
   std::pair<int64_t, int64_t> vt{0, 0};
   uint32_t f, w;
   while (r.Next(&f, &w)) {
-    if (f == 1) vt.first = static_cast<int64_t>(r.Scalar(w));
-    else if (f == 2) vt.second = static_cast<int64_t>(r.Scalar(w));
-    else r.Skip(w);
+    if (f == 1)
+      vt.first = static_cast<int64_t>(r.Scalar(w));
+    else if (f == 2)
+      vt.second = static_cast<int64_t>(r.Scalar(w));
+    else
+      r.Skip(w);
   }
   return vt;
 }
@@ -169,11 +182,16 @@ RawSample DecodeSample(WireReader r) {
       RawLabel l;
       uint32_t lf, lw;
       while (lr.Next(&lf, &lw)) {
-        if (lf == 1) l.key = static_cast<int64_t>(lr.Scalar(lw));
-        else if (lf == 2) l.str = static_cast<int64_t>(lr.Scalar(lw));
-        else if (lf == 3) l.num = static_cast<int64_t>(lr.Scalar(lw));
-        else if (lf == 4) l.unit = static_cast<int64_t>(lr.Scalar(lw));
-        else lr.Skip(lw);
+        if (lf == 1)
+          l.key = static_cast<int64_t>(lr.Scalar(lw));
+        else if (lf == 2)
+          l.str = static_cast<int64_t>(lr.Scalar(lw));
+        else if (lf == 3)
+          l.num = static_cast<int64_t>(lr.Scalar(lw));
+        else if (lf == 4)
+          l.unit = static_cast<int64_t>(lr.Scalar(lw));
+        else
+          lr.Skip(lw);
       }
       s.labels.push_back(l);
     } else {
@@ -189,13 +207,26 @@ void DecodeMapping(WireReader r, RawProfile* raw) {
   uint32_t f, w;
   while (r.Next(&f, &w)) {
     switch (f) {
-      case 1: id = r.Scalar(w); break;
-      case 2: m.start = r.Scalar(w); break;
-      case 3: m.limit = r.Scalar(w); break;
-      case 4: m.offset = r.Scalar(w); break;
-      case 5: m.filename = static_cast<int64_t>(r.Scalar(w)); break;
-      case 6: m.build_id = static_cast<int64_t>(r.Scalar(w)); break;
-      default: r.Skip(w);
+      case 1:
+        id = r.Scalar(w);
+        break;
+      case 2:
+        m.start = r.Scalar(w);
+        break;
+      case 3:
+        m.limit = r.Scalar(w);
+        break;
+      case 4:
+        m.offset = r.Scalar(w);
+        break;
+      case 5:
+        m.filename = static_cast<int64_t>(r.Scalar(w));
+        break;
+      case 6:
+        m.build_id = static_cast<int64_t>(r.Scalar(w));
+        break;
+      default:
+        r.Skip(w);
     }
   }
   if (raw->mappings.emplace(id, m).second) raw->mapping_order.push_back(id);
@@ -217,9 +248,12 @@ void DecodeLocation(WireReader r, RawProfile* raw) {
       RawLine line;
       uint32_t lf, lw;
       while (lr.Next(&lf, &lw)) {
-        if (lf == 1) line.function = lr.Scalar(lw);
-        else if (lf == 2) line.line = static_cast<int64_t>(lr.Scalar(lw));
-        else lr.Skip(lw);
+        if (lf == 1)
+          line.function = lr.Scalar(lw);
+        else if (lf == 2)
+          line.line = static_cast<int64_t>(lr.Scalar(lw));
+        else
+          lr.Skip(lw);
       }
       loc.lines.push_back(line);
     } else {
@@ -235,11 +269,20 @@ void DecodeFunction(WireReader r, RawProfile* raw) {
   uint32_t f, w;
   while (r.Next(&f, &w)) {
     switch (f) {
-      case 1: id = r.Scalar(w); break;
-      case 2: fn.name = static_cast<int64_t>(r.Scalar(w)); break;
-      case 3: fn.system_name = static_cast<int64_t>(r.Scalar(w)); break;
-      case 4: fn.filename = static_cast<int64_t>(r.Scalar(w)); break;
-      default: r.Skip(w);
+      case 1:
+        id = r.Scalar(w);
+        break;
+      case 2:
+        fn.name = static_cast<int64_t>(r.Scalar(w));
+        break;
+      case 3:
+        fn.system_name = static_cast<int64_t>(r.Scalar(w));
+        break;
+      case 4:
+        fn.filename = static_cast<int64_t>(r.Scalar(w));
+        break;
+      default:
+        r.Skip(w);
     }
   }
   raw->functions.emplace(id, fn);
@@ -258,12 +301,24 @@ void DecodeProfile(const std::string& buf, RawProfile* raw, std::string* error) 
       if (w == 2 && f <= 6) {
         WireReader sub = r.Sub();
         switch (f) {
-          case 1: raw->sample_types.push_back(DecodeValueType(sub)); break;
-          case 2: raw->samples.push_back(DecodeSample(sub)); break;
-          case 3: DecodeMapping(sub, raw); break;
-          case 4: DecodeLocation(sub, raw); break;
-          case 5: DecodeFunction(sub, raw); break;
-          case 6: raw->strings.emplace_back(buf, sub.pos(), sub.end() - sub.pos()); break;
+          case 1:
+            raw->sample_types.push_back(DecodeValueType(sub));
+            break;
+          case 2:
+            raw->samples.push_back(DecodeSample(sub));
+            break;
+          case 3:
+            DecodeMapping(sub, raw);
+            break;
+          case 4:
+            DecodeLocation(sub, raw);
+            break;
+          case 5:
+            DecodeFunction(sub, raw);
+            break;
+          case 6:
+            raw->strings.emplace_back(buf, sub.pos(), sub.end() - sub.pos());
+            break;
         }
       } else if (f == 11 && w == 2) {
         raw->period_type = DecodeValueType(r.Sub());
@@ -359,14 +414,14 @@ void ReadPprof(const std::string& path, Profile* profile) {
     if (cpu_i < 0 && type == "cpu" && unit == "nanoseconds") cpu_i = static_cast<int>(i);
     if (wall_i < 0 && type == "wall" && unit == "nanoseconds") wall_i = static_cast<int>(i);
   }
-  bool period_is_cpu_ns = Str(raw, raw.period_type.first) == "cpu" &&
-                          Str(raw, raw.period_type.second) == "nanoseconds";
+  bool period_is_cpu_ns =
+      Str(raw, raw.period_type.first) == "cpu" && Str(raw, raw.period_type.second) == "nanoseconds";
 
   std::vector<Mapping> mappings;
   for (uint64_t id : raw.mapping_order) {
     const RawMapping& m = raw.mappings[id];
-    mappings.push_back(Mapping{m.start, m.limit, m.offset, Str(raw, m.filename),
-                               Str(raw, m.build_id)});
+    mappings.push_back(
+        Mapping{m.start, m.limit, m.offset, Str(raw, m.filename), Str(raw, m.build_id)});
   }
 
   std::unordered_map<uint64_t, uint32_t> location_ids;
@@ -419,13 +474,20 @@ void ReadPprof(const std::string& path, Profile* profile) {
     int64_t pid = 0, worker = -1, tid = 0;
     for (const RawLabel& l : rs.labels) {
       const std::string& key = Str(raw, l.key);
-      if (key == "stage") stage = Str(raw, l.str);
-      else if (key == "role") role = Str(raw, l.str);
-      else if (key == "host") host = Str(raw, l.str);
-      else if (key == "cpu") cpu = Str(raw, l.str);
-      else if (key == "pid") pid = l.num;
-      else if (key == "tid") tid = l.num;
-      else if (key == "worker") worker = l.num;
+      if (key == "stage")
+        stage = Str(raw, l.str);
+      else if (key == "role")
+        role = Str(raw, l.str);
+      else if (key == "host")
+        host = Str(raw, l.str);
+      else if (key == "cpu")
+        cpu = Str(raw, l.str);
+      else if (key == "pid")
+        pid = l.num;
+      else if (key == "tid")
+        tid = l.num;
+      else if (key == "worker")
+        worker = l.num;
     }
     auto [it, added] = processes.emplace(std::make_tuple(host, pid, role, worker),
                                          static_cast<uint32_t>(profile->processes.size()));

@@ -238,8 +238,8 @@ struct Symbolizer::Module {
   std::vector<GElf_Phdr> loads;  // of the file the recorded offsets refer to
   Dwfl_Callbacks callbacks{};    // libdwfl keeps a pointer to it
   Dwfl* dwfl = nullptr;
-  Dwfl_Module* mod = nullptr;   // null: nothing trustworthy to read
-  Dwarf_Addr bias = 0;          // libdwfl address = ELF vaddr + bias
+  Dwfl_Module* mod = nullptr;  // null: nothing trustworthy to read
+  Dwarf_Addr bias = 0;         // libdwfl address = ELF vaddr + bias
   // Per compilation unit (by DIE offset), its functions sorted by address:
   // dwarf_getscopes would walk the whole unit for every address, which
   // costs milliseconds in template-heavy C++ units.
@@ -478,8 +478,7 @@ void Symbolizer::SymbolizeProfile(Profile* profile) {
   }
   size_t first_new = warnings_.size();
   Symbolize(&profile->locations, is_return);
-  profile->warnings.insert(profile->warnings.end(), warnings_.begin() + first_new,
-                           warnings_.end());
+  profile->warnings.insert(profile->warnings.end(), warnings_.begin() + first_new, warnings_.end());
 }
 
 }  // namespace dlprof

@@ -27,8 +27,7 @@ constexpr uint32_t kMappingId = 1, kMappingStart = 2, kMappingLimit = 3, kMappin
                    kMappingFilename = 5, kMappingBuildId = 6, kMappingHasFunctions = 7,
                    kMappingHasFilenames = 8, kMappingHasLineNumbers = 9,
                    kMappingHasInlineFrames = 10;
-constexpr uint32_t kLocationId = 1, kLocationMappingId = 2, kLocationAddress = 3,
-                   kLocationLine = 4;
+constexpr uint32_t kLocationId = 1, kLocationMappingId = 2, kLocationAddress = 3, kLocationLine = 4;
 constexpr uint32_t kLineFunctionId = 1, kLineLine = 2;
 constexpr uint32_t kFunctionId = 1, kFunctionName = 2, kFunctionSystemName = 3,
                    kFunctionFilename = 4;
@@ -57,8 +56,7 @@ struct MappingInfo {
   bool has_functions = true, has_filenames = false, has_lines = false, has_inline = false;
 };
 
-void ValueType(ProtoEncoder* e, uint32_t f, StringTable* st, const char* type,
-               const char* unit) {
+void ValueType(ProtoEncoder* e, uint32_t f, StringTable* st, const char* type, const char* unit) {
   size_t t = e->BeginMessage(f);
   e->Int64(field::kValueTypeType, st->Intern(type));
   e->Int64(field::kValueTypeUnit, st->Intern(unit));
@@ -124,8 +122,8 @@ struct SampleKey {
   bool on_cpu;
   SampleKind kind;
   bool operator==(const SampleKey& o) const {
-    return process == o.process && tid == o.tid && stack == o.stack &&
-           stage_path == o.stage_path && on_cpu == o.on_cpu && kind == o.kind;
+    return process == o.process && tid == o.tid && stack == o.stack && stage_path == o.stage_path &&
+           on_cpu == o.on_cpu && kind == o.kind;
   }
 };
 
@@ -211,7 +209,8 @@ std::string EncodePprof(const Profile& p) {
   for (const MappingInfo& m : mapping_list) {
     size_t t = mappings.BeginMessage(field::kMapping);
     mappings.Varint(field::kMappingId, m.id);
-    mappings.Varint(field::kMappingStart, m.start == std::numeric_limits<uint64_t>::max() ? 0 : m.start);
+    mappings.Varint(field::kMappingStart,
+                    m.start == std::numeric_limits<uint64_t>::max() ? 0 : m.start);
     mappings.Varint(field::kMappingLimit, m.limit);
     mappings.Varint(field::kMappingOffset, m.offset);
     mappings.Int64(field::kMappingFilename, st.Intern(m.path));
@@ -263,9 +262,9 @@ std::string EncodePprof(const Profile& p) {
     sum.wall_ns += s.wall_ns;
   }
   const int64_t k_stage = st.Intern("stage"), k_role = st.Intern("role"),
-                k_worker = st.Intern("worker"), k_pid = st.Intern("pid"),
-                k_tid = st.Intern("tid"), k_cpu = st.Intern("cpu"), k_host = st.Intern("host"),
-                v_on = st.Intern("on"), v_off = st.Intern("off");
+                k_worker = st.Intern("worker"), k_pid = st.Intern("pid"), k_tid = st.Intern("tid"),
+                k_cpu = st.Intern("cpu"), k_host = st.Intern("host"), v_on = st.Intern("on"),
+                v_off = st.Intern("off");
   std::vector<uint64_t> ids;
   for (const SampleSum& sum : sums) {
     const SampleKey& k = sum.key;

@@ -17,8 +17,9 @@ namespace dlprof {
 // `host` (when set), and the numbers `pid`, `tid` and `worker` (omitted when
 // < 0). Numeric labels carry their key as unit: pprof drops a 0 without one.
 // Function names are shown short as pprof shows C++ ("ns::F" for
-// "ns::F(int) const"); system_name keeps the full name. One Mapping per distinct module; locations keep their runtime address and
-// their frames as Lines (innermost first), so pprof needs no binaries.
+// "ns::F(int) const"); system_name keeps the full name. One Mapping per distinct module; locations
+// keep their runtime address and their frames as Lines (innermost first), so pprof needs no
+// binaries.
 //
 // The tables (strings, functions, mappings, locations) come before the
 // samples, so a truncated file still resolves every sample it holds.

@@ -76,10 +76,10 @@ std::string Words(const std::vector<uint64_t>& words, size_t size, bool big_endi
 // Two records in a program mapped at 0x400000 (file offset 0x1000), and a
 // return address exactly at the end of the mapping (its call is inside).
 std::string HandMadeProfile(size_t size, bool big_endian) {
-  std::vector<uint64_t> words = {0, 3, 0, 10000, 0,          // header, 10 ms
-                                 7, 2, 0x400123, 0x400456,   // 7 × leaf, caller
-                                 2, 2, 0x400200, 0x401000,   // 2 ×, caller at limit
-                                 0, 1, 0};                   // trailer
+  std::vector<uint64_t> words = {0, 3, 0,        10000,    0,  // header, 10 ms
+                                 7, 2, 0x400123, 0x400456,     // 7 × leaf, caller
+                                 2, 2, 0x400200, 0x401000,     // 2 ×, caller at limit
+                                 0, 1, 0};                     // trailer
   return Words(words, size, big_endian) +
          "00400000-00401000 r-xp 00001000 08:01 42    /nonexistent/prog\n"
          "00601000-00602000 rw-p 00002000 08:01 42    /nonexistent/prog\n"
@@ -242,14 +242,15 @@ int main(void) { heavy(); light(); printf("%lu\n", sink); return 0; }
     program_ = dir_->File("busy");
     profile_ = dir_->File("busy.prof");
     int status = 0;
-    std::string out = RunCommand("cc -g -O1 -fno-omit-frame-pointer -o " + program_ + " " +
-                                     dir_->File("busy.c"), &status);
+    std::string out = RunCommand(
+        "cc -g -O1 -fno-omit-frame-pointer -o " + program_ + " " + dir_->File("busy.c"), &status);
     if (status != 0) {
       setup_error_ = out;
       return;
     }
-    out = RunCommand("LD_PRELOAD=" + std::string(kLibProfiler) + " CPUPROFILE=" + profile_ + " " +
-                     program_, &status);
+    out = RunCommand(
+        "LD_PRELOAD=" + std::string(kLibProfiler) + " CPUPROFILE=" + profile_ + " " + program_,
+        &status);
     if (status != 0 || !LooksLikeGperftoolsProfile(ReadAll(profile_))) setup_error_ = out;
   }
 
@@ -330,8 +331,8 @@ TEST_F(RealProfileTest, ConvertedToPprofGoPprofAgreesWithGooglePprof) {
   symbolizer.SymbolizeProfile(&p);
   WritePprof(p, dir_->File("busy.pb.gz"));
   int status = 0;
-  std::string go = RunCommand("go tool pprof -top -sample_index=samples " + dir_->File("busy.pb.gz"),
-                              &status);
+  std::string go =
+      RunCommand("go tool pprof -top -sample_index=samples " + dir_->File("busy.pb.gz"), &status);
   ASSERT_EQ(status, 0) << go;
   std::string text = RunCommand("google-pprof --text " + program_ + " " + profile_, &status);
   ASSERT_EQ(status, 0) << text;

@@ -74,8 +74,7 @@ Profile MakePipelineProfile(const std::string& host = "") {
   main_proc.start_unix_ns = 1700000000000000000LL;
   main_proc.mappings.push_back(Mapping{0x555500000000, 0x555500010000, 0, "/opt/app/train",
                                        "0123456789abcdef0123456789abcdef01234567"});
-  main_proc.mappings.push_back(Mapping{0x555500010000, 0x555500080000, 0x10000,
-                                       "/opt/app/train",
+  main_proc.mappings.push_back(Mapping{0x555500010000, 0x555500080000, 0x10000, "/opt/app/train",
                                        "0123456789abcdef0123456789abcdef01234567"});
   main_proc.mappings.push_back(
       Mapping{0x7f0000000000, 0x7f0000100000, 0x26000, "/usr/lib/libc.so.6", "feedface"});
@@ -90,8 +89,8 @@ Profile MakePipelineProfile(const std::string& host = "") {
                  const std::string& module = "/opt/app/train") {
     Location l;
     l.module = module;
-    l.build_id = module == "/opt/app/train" ? "0123456789abcdef0123456789abcdef01234567"
-                                            : "feedface";
+    l.build_id =
+        module == "/opt/app/train" ? "0123456789abcdef0123456789abcdef01234567" : "feedface";
     l.module_offset = offset;
     l.address = (module == "/opt/app/train" ? 0x555500000000 : 0x7f0000000000 - 0x26000) + offset;
     l.frames = std::move(frames);
@@ -144,9 +143,8 @@ std::map<std::string, int64_t> Summary(const Profile& p, int64_t Sample::*field)
   for (const Sample& s : p.samples) {
     const Process& proc = p.processes.at(s.process);
     std::string key = std::to_string(proc.pid) + " " + proc.role + " " +
-                      std::to_string(proc.worker) + " " + proc.host + " " +
-                      std::to_string(s.tid) + " " + StagePathName(p, s.stage_path) + " " +
-                      (s.on_cpu ? "on" : "off");
+                      std::to_string(proc.worker) + " " + proc.host + " " + std::to_string(s.tid) +
+                      " " + StagePathName(p, s.stage_path) + " " + (s.on_cpu ? "on" : "off");
     for (uint32_t id : p.stacks.at(s.stack)) {
       const Location& l = p.locations.at(id);
       key += " |";
@@ -394,19 +392,19 @@ TEST_F(GoPprofTest, TagFocusSelectsStageSamples) {
 }
 
 TEST_F(GoPprofTest, TagRootPutsStagesAtTheRoot) {
-  std::string out =
-      Pprof("-traces -sample_index=samples -tagroot=stage " + dir_.File("p.pb.gz"));
+  std::string out = Pprof("-traces -sample_index=samples -tagroot=stage " + dir_.File("p.pb.gz"));
   // The stage becomes the outermost frame of each stack.
   std::smatch m;
-  EXPECT_TRUE(std::regex_search(out, m,
-                                std::regex(R"(ClampPixel \(inline\)\n\s+DecodeJpeg\n\s+WorkerLoop\n\s+read/decode\n)")))
+  EXPECT_TRUE(std::regex_search(
+      out, m,
+      std::regex(R"(ClampPixel \(inline\)\n\s+DecodeJpeg\n\s+WorkerLoop\n\s+read/decode\n)")))
       << out;
 }
 
 TEST_F(GoPprofTest, TwoRunsMergeOnOneCommandLine) {
   WritePprof(MakePipelineProfile("node-b"), dir_.File("b.pb.gz"));
-  std::string out = Pprof("-top -sample_index=samples " + dir_.File("p.pb.gz") + " " +
-                          dir_.File("b.pb.gz"));
+  std::string out =
+      Pprof("-top -sample_index=samples " + dir_.File("p.pb.gz") + " " + dir_.File("b.pb.gz"));
   EXPECT_NE(out.find("of 230 total"), std::string::npos) << out;
   out = Pprof("-top -sample_index=samples -tagfocus=host=node-b " + dir_.File("p.pb.gz") + " " +
               dir_.File("b.pb.gz"));

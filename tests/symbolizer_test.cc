@@ -40,13 +40,15 @@ __attribute__((noinline)) void* KnownFunction(int x) {
 }
 
 inline __attribute__((always_inline)) void* InlinedHelper() {
-  void* ra = CaptureReturnAddress(); g_inline_line = __LINE__;
+  void* ra = CaptureReturnAddress();
+  g_inline_line = __LINE__ - 1;
   asm volatile("" ::: "memory");
   return ra;
 }
 
 __attribute__((noinline)) void* CallerOfInlined() {
-  void* ra = InlinedHelper(); g_caller_line = __LINE__;
+  void* ra = InlinedHelper();
+  g_caller_line = __LINE__ - 1;
   asm volatile("" ::: "memory");
   return ra;
 }
@@ -219,9 +221,9 @@ TEST(SymbolizerTest, StrippedCopyUsesDebuglink) {
   TempDir dir;
   std::string bin = dir.path() + "/stripped_bin";
   RunCommand("cp " + SelfPath() + " " + bin + " && cd " + dir.path() +
-      " && objcopy --only-keep-debug stripped_bin stripped_bin.debug"
-      " && strip --strip-all stripped_bin"
-      " && objcopy --add-gnu-debuglink=stripped_bin.debug stripped_bin");
+             " && objcopy --only-keep-debug stripped_bin stripped_bin.debug"
+             " && strip --strip-all stripped_bin"
+             " && objcopy --add-gnu-debuglink=stripped_bin.debug stripped_bin");
   Location loc = LocationOf(dlprof_test::KnownFunction(0));
   loc.module = bin;
   EXPECT_EQ(ReadElfBuildId(bin), loc.build_id);
@@ -245,8 +247,8 @@ TEST(SymbolizerTest, StrippedCopyUsesBuildIdDirectory) {
   Location loc = LocationOf(dlprof_test::KnownFunction(0));
   std::string id_dir = dir.path() + "/debug/.build-id/" + loc.build_id.substr(0, 2);
   RunCommand("mkdir -p " + id_dir + " && cp " + SelfPath() + " " + bin +
-      " && objcopy --only-keep-debug " + bin + " " + id_dir + "/" + loc.build_id.substr(2) +
-      ".debug && strip --strip-all " + bin);
+             " && objcopy --only-keep-debug " + bin + " " + id_dir + "/" + loc.build_id.substr(2) +
+             ".debug && strip --strip-all " + bin);
   Symbolizer s(dir.path() + "/debug");
 
   loc.module = bin;
