@@ -58,6 +58,7 @@ int g_fork_seq = 0;   // in a child: its fork order among its parent's children
 int g_forks = 0;      // children forked so far
 std::atomic<int> g_baseline_remaining{0};
 std::atomic<bool> g_arm_pending{false};
+std::atomic<int> g_fatal_signal{0};  // SIGTERM/SIGINT about to kill the process
 pthread_key_t g_thread_key;
 __thread bool t_unregistrable __attribute__((tls_model("initial-exec"))) = false;
 
@@ -182,6 +183,13 @@ Collector* OpenCollector() {
   return nullptr;
 }
 
+void DisarmAllLiveThreads() {
+  for (int i = 0; i < kMaxThreads; ++i) {
+    ThreadSlot* s = SlotAt(i);
+    if (s->state.load(std::memory_order_acquire) == kSlotLive) G->timer->DisarmThread(&s->timer);
+  }
+}
+
 void* CollectorMain(void*) {
   sigset_t all;
   sigfillset(&all);
@@ -209,6 +217,19 @@ void* CollectorMain(void*) {
     g_collector->SnapshotTick(now);
     g_collector->Drain();
     uint64_t requested = g_flush_requested.load(std::memory_order_acquire);
+    if (int signo = g_fatal_signal.load(std::memory_order_acquire); signo != 0) {
+      // The process is about to die of a signal it does not handle: end the
+      // file properly (END chunk), then release the waiting handler.
+      g_sampler.active.store(false);
+      g_session_started.store(false);
+      g_stop.store(true, std::memory_order_release);
+      DisarmAllLiveThreads();
+      g_collector->SetProcessField("end", "signal " + std::to_string(signo));
+      g_collector->Finish(now);
+      g_flush_done.store(requested, std::memory_order_release);
+      pthread_mutex_unlock(&g_collector_mu);
+      break;
+    }
     if (now - last_flush >= 1000000000LL || requested != g_flush_done.load()) {
       if (!g_collector->Flush()) g_sampler.active.store(false);
       last_flush = now;
@@ -236,10 +257,7 @@ void FinishSession(const char* how) {
   g_sampler.active.store(false);
   pthread_mutex_lock(&g_collector_mu);
   g_stop.store(true, std::memory_order_release);
-  for (int i = 0; i < kMaxThreads; ++i) {
-    ThreadSlot* s = SlotAt(i);
-    if (s->state.load(std::memory_order_acquire) == kSlotLive) G->timer->DisarmThread(&s->timer);
-  }
+  DisarmAllLiveThreads();
   if (g_collector != nullptr) {
     g_collector->SetProcessField("end", how);
     g_collector->Finish(MonotonicNs());
@@ -255,6 +273,8 @@ void OnTerminationSignal(int signo) {
   const int saved_errno = errno;
   if (g_session_started.load()) {
     g_sampler.active.store(false);
+    int expected = 0;
+    g_fatal_signal.compare_exchange_strong(expected, signo);
     RequestFlush(1000);  // only atomics and nanosleep: signal-safe
   }
   signal(signo, SIG_DFL);

@@ -284,6 +284,7 @@ int Run(const std::vector<std::string>& args) {
   while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
   int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  unsetenv("DEBUGINFOD_URLS");
   if (code == 127) return code;
   std::string run_dir = out + "/" + run_id;
   if (vm.count("no-report")) {
@@ -311,6 +312,10 @@ int main(int argc, char** argv) {
   }
   std::string cmd = args[0];
   args.erase(args.begin());
+  // Reports are made offline: never let libdw fetch debug info from the
+  // network (Debian sets DEBUGINFOD_URLS in login shells). `run` keeps it for
+  // the program it runs and drops it after.
+  if (cmd != "run") unsetenv("DEBUGINFOD_URLS");
   try {
     if (cmd == "run") return dlprof::Run(args);
     if (cmd == "report") return dlprof::Report(args);

@@ -131,19 +131,8 @@ int Eintr(int ms) {
   return eintr.load() == 0 ? 0 : 3;
 }
 
-// Forks a worker that burns CPU until killed with SIGKILL.
-int KillWorker(int ms) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    DLPROF_STAGE("doomed");
-    for (;;) Burn(1000000);
-  }
-  printf("worker=%d\n", pid);
-  fflush(stdout);
-  timespec ts{ms / 1000, (ms % 1000) * 1000000L};
-  nanosleep(&ts, nullptr);
-  // The worker's CPU time just before it dies: what its profile should cover,
-  // less at most the last second.
+// The CPU seconds process `pid` has used, from /proc (-1 if unknown).
+double ProcessCpuSeconds(pid_t pid) {
   double cpu_s = -1;
   char path[64];
   snprintf(path, sizeof(path), "/proc/%d/stat", pid);
@@ -155,6 +144,29 @@ int KillWorker(int ms) {
     }
     fclose(f);
   }
+  return cpu_s;
+}
+
+// Forks a worker that burns CPU until it has used `ms` of CPU time (or 15 s
+// have passed on a crowded machine), then kills it with SIGKILL.
+int KillWorker(int ms) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    DLPROF_STAGE("doomed");
+    for (;;) Burn(1000000);
+  }
+  printf("worker=%d\n", pid);
+  fflush(stdout);
+  double cpu_s = 0;
+  for (int waited = 0; waited < 1500; ++waited) {
+    cpu_s = ProcessCpuSeconds(pid);
+    if (cpu_s * 1000 >= ms) break;
+    timespec ts{0, 10000000};
+    nanosleep(&ts, nullptr);
+  }
+  // Its CPU time just before it dies: what its profile should cover, less
+  // at most the last second.
+  cpu_s = ProcessCpuSeconds(pid);
   kill(pid, SIGKILL);
   printf("worker_cpu_s=%.3f\n", cpu_s);
   int status = 0;
@@ -214,6 +226,20 @@ int Steps(int steps) {
   return 0;
 }
 
+volatile sig_atomic_t g_terminated = 0;
+
+// Burns CPU until a signal ends it. With `own_handler`, the program handles
+// SIGTERM itself (prints, then exits normally), as many trainers do.
+int UntilTerminated(bool own_handler) {
+  if (own_handler) signal(SIGTERM, [](int) { g_terminated = 1; });
+  printf("ready\n");
+  fflush(stdout);
+  DLPROF_STAGE("spin");
+  while (!g_terminated) Burn(1000000);
+  printf("handled\n");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -229,6 +255,8 @@ int main(int argc, char** argv) {
   if (mode == "kill") return KillWorker(n ? n : 2500);
   if (mode == "buffers") return Buffers();
   if (mode == "steps") return Steps(n ? n : 10);
+  if (mode == "term") return UntilTerminated(false);
+  if (mode == "ownterm") return UntilTerminated(true);
   if (mode == "enabled") {
     printf("enabled=%d\n", dlprof_enabled());
     return 0;
