@@ -29,6 +29,8 @@ std::unique_ptr<ReportWriter> MakeFoldedWriter();       // stacks.folded
 std::unique_ptr<ReportWriter> MakeSummaryTextWriter();  // summary.txt
 std::unique_ptr<ReportWriter> MakeSummaryJsonWriter();  // summary.json
 std::unique_ptr<ReportWriter> MakePprofReportWriter();  // profile.pb.gz
+std::unique_ptr<ReportWriter> MakeHtmlWriter();         // report.html
+std::unique_ptr<ReportWriter> MakeTraceWriter();        // trace.json
 
 // Writes `content` to `path` (whole, or throws std::runtime_error naming it).
 void WriteFileOrThrow(const std::string& path, const std::string& content);

@@ -1,0 +1,433 @@
+// report.html: one self-contained page (inline CSS and JS, no network) that
+// shows the verdict first, then the evidence: step times, buffer occupancy,
+// stages, processes, a flame graph, and the profiler's own cost.
+//
+// The page is reports/html/report.{html,css,js}, embedded at build time
+// (reports/html/embed.cmake). This file only turns the Profile and Analysis
+// into one JSON document that the page's script renders with textContent, so
+// no name from the profiled program is ever parsed as HTML.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string_view>
+#include <unordered_map>
+
+#include "reports/report_writer.h"
+
+namespace dlprof {
+namespace html_templates {
+// Generated from reports/html/ by embed.cmake.
+extern const char kReportHtml[];
+extern const unsigned long kReportHtmlSize;
+extern const char kReportCss[];
+extern const unsigned long kReportCssSize;
+extern const char kReportJs[];
+extern const unsigned long kReportJsSize;
+}  // namespace html_templates
+
+namespace {
+
+using nlohmann::json;
+
+// Flame graphs past this many nodes merge their smallest frames into their
+// callers: the page stays small and fast for big profiles.
+constexpr size_t kMaxFlameNodes = 20000;
+// Charts past this many steps or buffer snapshots are drawn from buckets.
+constexpr size_t kMaxSteps = 2000;
+constexpr size_t kMaxBufferPoints = 2000;
+
+double Round(double v, double scale = 1e6) { return std::round(v * scale) / scale; }
+
+// Node kinds, as the page colours them.
+enum FrameKind : int { kStageFrame = 0, kFunction = 1, kUnsymbolized = 2, kPseudo = 3 };
+
+// The calling-context tree of some samples, stage path first, aggregated
+// here so that the page holds one node per distinct path rather than one per
+// sample. Self values are kept per process so that the page can filter by
+// process and role without the samples.
+class FlameTree {
+ public:
+  FlameTree() { nodes_.push_back({0, Name("all"), kPseudo, {}}); }
+
+  uint32_t Child(uint32_t parent, const std::string& name, int kind) {
+    uint32_t id = Name(name);
+    uint64_t key = (static_cast<uint64_t>(parent) << 32) | id;
+    auto [it, inserted] = index_.try_emplace(key, static_cast<uint32_t>(nodes_.size()));
+    if (inserted) nodes_.push_back({parent, id, kind, {}});
+    return it->second;
+  }
+
+  void AddSelf(uint32_t node, uint32_t process, int64_t value) {
+    auto& self = nodes_[node].self;
+    for (auto& [proc, v] : self) {
+      if (proc == process) {
+        v += value;
+        return;
+      }
+    }
+    self.push_back({process, value});
+  }
+
+  // Columnar JSON: parent, name (into names), kind, self as flat
+  // [process, value, ...]. Parents come before their children.
+  json ToJson(size_t max_nodes) const {
+    const size_t n = nodes_.size();
+    std::vector<int64_t> total(n, 0);
+    std::vector<int> depth(n, 0);
+    for (size_t i = 1; i < n; ++i) depth[i] = depth[nodes_[i].parent] + 1;
+    for (size_t i = n; i-- > 0;) {
+      for (const auto& [proc, v] : nodes_[i].self) total[i] += v;
+      if (i > 0) total[nodes_[i].parent] += total[i];
+    }
+    // Keep the heaviest nodes: a caller weighs at least as much as its callees
+    // and is shallower, so it sorts first and the kept nodes form a tree.
+    std::vector<uint32_t> order(n);
+    for (size_t i = 0; i < n; ++i) order[i] = static_cast<uint32_t>(i);
+    std::vector<bool> keep(n, true);
+    if (n > max_nodes) {
+      std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+        if (total[a] != total[b]) return total[a] > total[b];
+        return depth[a] < depth[b];
+      });
+      std::fill(keep.begin(), keep.end(), false);
+      for (size_t i = 0; i < max_nodes; ++i) keep[order[i]] = true;
+    }
+    // A dropped node's samples go to its nearest kept caller.
+    std::vector<std::vector<std::pair<uint32_t, int64_t>>> self(n);
+    std::vector<uint32_t> kept_ancestor(n, 0);
+    for (size_t i = 0; i < n; ++i) {
+      kept_ancestor[i] = keep[i] ? static_cast<uint32_t>(i) : kept_ancestor[nodes_[i].parent];
+      auto& dst = self[kept_ancestor[i]];
+      for (const auto& [proc, v] : nodes_[i].self) {
+        auto it = std::find_if(dst.begin(), dst.end(), [&](auto& e) { return e.first == proc; });
+        if (it == dst.end())
+          dst.push_back({proc, v});
+        else
+          it->second += v;
+      }
+    }
+    std::vector<int64_t> new_index(n, -1);
+    json parent = json::array(), name = json::array(), kind = json::array(), selfs = json::array();
+    std::unordered_map<uint32_t, uint32_t> name_index;
+    json names = json::array();
+    int64_t next = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (!keep[i]) continue;
+      new_index[i] = next++;
+      parent.push_back(i == 0 ? -1 : new_index[nodes_[i].parent]);
+      auto [it, inserted] = name_index.try_emplace(nodes_[i].name, names.size());
+      if (inserted) names.push_back(names_[nodes_[i].name]);
+      name.push_back(it->second);
+      kind.push_back(nodes_[i].kind);
+      json s = json::array();
+      for (const auto& [proc, v] : self[i]) {
+        s.push_back(proc);
+        s.push_back(v);
+      }
+      selfs.push_back(std::move(s));
+    }
+    return {{"names", std::move(names)}, {"parent", std::move(parent)}, {"name", std::move(name)},
+            {"kind", std::move(kind)},   {"self", std::move(selfs)},    {"total", total[0]},
+            {"nodes_before_cut", n},     {"truncated", n > max_nodes}};
+  }
+
+  bool empty() const { return nodes_.size() == 1; }
+
+ private:
+  struct Node {
+    uint32_t parent;
+    uint32_t name;
+    int kind;
+    std::vector<std::pair<uint32_t, int64_t>> self;  // process -> value
+  };
+  uint32_t Name(const std::string& s) {
+    auto [it, inserted] = name_ids_.try_emplace(s, static_cast<uint32_t>(names_.size()));
+    if (inserted) names_.push_back(s);
+    return it->second;
+  }
+  std::vector<Node> nodes_;
+  std::unordered_map<uint64_t, uint32_t> index_;
+  std::vector<std::string> names_;
+  std::unordered_map<std::string, uint32_t> name_ids_;
+};
+
+std::string Basename(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// Appends a sample's stage path and native stack, root first, below the root.
+uint32_t AddPath(const Profile& p, const Sample& s, FlameTree* tree) {
+  uint32_t node = 0;
+  if (s.stage_path < p.stage_paths.size()) {
+    for (uint32_t st : p.stage_paths[s.stage_path]) {
+      node = tree->Child(node, st < p.stages.size() ? p.stages[st] : "?", kStageFrame);
+    }
+  }
+  if (s.stack >= p.stacks.size()) return node;
+  const auto& stack = p.stacks[s.stack];
+  for (auto it = stack.rbegin(); it != stack.rend(); ++it) {  // leaf first in the model
+    if (*it >= p.locations.size()) continue;
+    const Location& loc = p.locations[*it];
+    if (loc.frames.empty()) {
+      char buf[64];
+      if (!loc.module.empty()) {
+        snprintf(buf, sizeof(buf), "+0x%llx", static_cast<unsigned long long>(loc.module_offset));
+        node = tree->Child(node, Basename(loc.module) + buf, kUnsymbolized);
+      } else {
+        snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(loc.address));
+        node = tree->Child(node, buf, kUnsymbolized);
+      }
+      continue;
+    }
+    for (auto f = loc.frames.rbegin(); f != loc.frames.rend(); ++f) {  // outermost first
+      node = tree->Child(node, f->function.empty() ? "?" : f->function,
+                         loc.pseudo ? kPseudo : kFunction);
+    }
+  }
+  return node;
+}
+
+json FlameJson(const Profile& p) {
+  // CPU samples: where the CPU time goes, by stage and function.
+  FlameTree cpu, wall;
+  for (const Sample& s : p.samples) {
+    if (s.process >= p.processes.size()) continue;
+    if (s.kind == SampleKind::kCpu) {
+      if (s.count <= 0) continue;
+      uint32_t node = AddPath(p, s, &cpu);
+      if (node == 0 || (s.stack < p.stacks.size() && p.stacks[s.stack].empty())) {
+        node = cpu.Child(node, "[no stack]", kPseudo);
+      }
+      cpu.AddSelf(node, s.process, s.count);
+    } else if (s.wall_ns > 0) {
+      // Wall ticks: where the threads' time goes, on and off CPU, in µs.
+      uint32_t node = AddPath(p, s, &wall);
+      if (s.on_cpu)
+        node = wall.Child(node, "[on-cpu]", kPseudo);
+      else if (s.stack >= p.stacks.size() || p.stacks[s.stack].empty())
+        node = wall.Child(node, "[off-cpu]", kPseudo);
+      wall.AddSelf(node, s.process, std::max<int64_t>(1, s.wall_ns / 1000));
+    }
+  }
+  json views = json::array();
+  if (!cpu.empty() || wall.empty()) {
+    json v = cpu.ToJson(kMaxFlameNodes);
+    v["id"] = "cpu";
+    v["title"] = "CPU samples";
+    v["unit"] = "samples";
+    views.push_back(std::move(v));
+  }
+  if (!wall.empty()) {
+    json v = wall.ToJson(kMaxFlameNodes);
+    v["id"] = "wall";
+    v["title"] = "Wall time (on and off CPU)";
+    v["unit"] = "us";
+    views.push_back(std::move(v));
+  }
+  return views;
+}
+
+json StepsJson(const StepStats& s) {
+  json j = {{"count", s.count},
+            {"warmup_dropped", s.warmup_dropped},
+            {"baseline_count", s.baseline_count},
+            {"median_s", Round(s.median_s)},
+            {"p90_s", Round(s.p90_s)},
+            {"p99_s", Round(s.p99_s)},
+            {"mean_s", Round(s.mean_s)},
+            {"data_wait_median_s", Round(s.data_wait_median_s)},
+            {"data_wait_p90_s", Round(s.data_wait_p90_s)},
+            {"data_wait_fraction", Round(s.data_wait_fraction)},
+            {"baseline_median_s", Round(s.baseline_median_s)},
+            {"distortion", Round(s.distortion)}};
+  // Per step, or per bucket of consecutive steps when there are too many to draw.
+  const size_t n = std::min(s.step_s.size(), s.wait_s.size());
+  const size_t per = n > kMaxSteps ? (n + kMaxSteps - 1) / kMaxSteps : 1;
+  json step = json::array(), wait = json::array();
+  for (size_t i = 0; i < n; i += per) {
+    double st = 0, w = 0;
+    size_t k = 0;
+    for (; k < per && i + k < n; ++k) st += s.step_s[i + k], w += s.wait_s[i + k];
+    step.push_back(Round(st / k));
+    wait.push_back(Round(w / k));
+  }
+  j["step_s"] = std::move(step);
+  j["wait_s"] = std::move(wait);
+  j["steps_per_bar"] = per;
+  return j;
+}
+
+json BuffersJson(const Profile& p, const Analysis& a) {
+  json out = json::array();
+  for (size_t i = 0; i < p.buffers.size(); ++i) {
+    const BufferSeries& b = p.buffers[i];
+    json j;
+    if (i < a.buffers.size()) {
+      const BufferStats& s = a.buffers[i];
+      j = {{"mean_occupancy", Round(s.mean_occupancy)},
+           {"empty_fraction", Round(s.empty_fraction)},
+           {"full_fraction", Round(s.full_fraction)}};
+    }
+    j["name"] = b.name;
+    j["capacity"] = b.capacity;
+    j["process"] = b.process;
+    j["snapshots"] = b.snapshots.size();
+    // Seconds from the profile's start, size; thinned to the lowest and
+    // highest size of each time bucket so that empty and full stretches survive.
+    std::vector<BufferSnapshot> snaps = b.snapshots;
+    std::stable_sort(snaps.begin(), snaps.end(),
+                     [](const auto& x, const auto& y) { return x.time_ns < y.time_ns; });
+    json pts = json::array();
+    auto push = [&](const BufferSnapshot& s) {
+      pts.push_back(Round((s.time_ns - a.start_ns) / 1e9));
+      pts.push_back(s.size);
+    };
+    if (snaps.size() <= kMaxBufferPoints) {
+      for (const BufferSnapshot& s : snaps) push(s);
+    } else {
+      const int64_t t0 = snaps.front().time_ns, t1 = snaps.back().time_ns;
+      const size_t buckets = kMaxBufferPoints / 2;
+      const double width = std::max<double>(1, static_cast<double>(t1 - t0) / buckets);
+      size_t i0 = 0;
+      while (i0 < snaps.size()) {
+        size_t bucket = static_cast<size_t>((snaps[i0].time_ns - t0) / width);
+        size_t lo = i0, hi = i0, k = i0;
+        for (; k < snaps.size() && static_cast<size_t>((snaps[k].time_ns - t0) / width) == bucket;
+             ++k) {
+          if (snaps[k].size < snaps[lo].size) lo = k;
+          if (snaps[k].size > snaps[hi].size) hi = k;
+        }
+        push(snaps[std::min(lo, hi)]);
+        if (lo != hi) push(snaps[std::max(lo, hi)]);
+        i0 = k;
+      }
+    }
+    j["points"] = std::move(pts);
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+json DataJson(const Profile& p, const Analysis& a) {
+  json j;
+  const Verdict& v = a.verdict;
+  j["verdict"] = {{"input_bound", v.input_bound},
+                  {"data_wait_fraction", Round(v.data_wait_fraction)},
+                  {"severity", v.severity},
+                  {"bottleneck_stage", v.bottleneck_stage},
+                  {"bottleneck_kind", v.bottleneck_kind},
+                  {"bottleneck_role", v.bottleneck_role},
+                  {"basis", v.basis},
+                  {"advice", v.advice},
+                  {"evidence", v.evidence},
+                  {"worker_imbalance", Round(v.worker_imbalance)},
+                  {"slowest_worker", v.slowest_worker}};
+  j["steps"] = StepsJson(a.steps);
+  j["stages"] = json::array();
+  for (const StageStats& s : a.stages) {
+    j["stages"].push_back({{"name", s.name},
+                           {"self_samples", s.self_samples},
+                           {"self_cpu_s", Round(s.self_cpu_s)},
+                           {"self_wall_s", Round(s.self_wall_s)},
+                           {"total_wall_s", Round(s.total_wall_s)},
+                           {"total_cpu_s", Round(s.total_cpu_s)},
+                           {"offcpu_fraction", Round(s.offcpu_fraction)},
+                           {"top_blocking_call", s.top_blocking_call},
+                           {"top_blocking_fraction", Round(s.top_blocking_fraction)},
+                           {"data_stage", s.data_stage},
+                           {"role", s.main_role},
+                           {"pids", s.pids}});
+  }
+  j["buffers"] = BuffersJson(p, a);
+  // Indexed like Profile::processes: flame graph self values refer to them.
+  j["processes"] = json::array();
+  for (size_t i = 0; i < p.processes.size(); ++i) {
+    const Process& proc = p.processes[i];
+    json pj = {{"pid", proc.pid},       {"ppid", proc.ppid},       {"role", proc.role},
+               {"worker", proc.worker}, {"command", proc.command}, {"host", proc.host},
+               {"hz", proc.hz},         {"mode", proc.mode}};
+    if (i < a.processes.size()) {
+      const ProcessStats& s = a.processes[i];
+      pj.update({{"samples", s.samples},
+                 {"dropped", s.dropped},
+                 {"cpu_s", Round(s.cpu_s)},
+                 {"wall_s", Round(s.wall_s)},
+                 {"busy_fraction", Round(s.busy_fraction)},
+                 {"complete", s.complete},
+                 {"end", s.end_reason},
+                 {"handler_s", Round(s.handler_s)},
+                 {"unwinder", s.unwinder},
+                 {"timer", s.timer}});
+    }
+    j["processes"].push_back(std::move(pj));
+  }
+  j["cost"] = {{"samples", a.cost.samples},
+               {"dropped", a.cost.dropped},
+               {"handler_s", Round(a.cost.handler_s)},
+               {"handler_fraction", Round(a.cost.handler_fraction)},
+               {"distortion", Round(a.cost.distortion)},
+               {"distortion_measured", a.cost.distortion_measured}};
+  j["duration_s"] = Round((a.end_ns - a.start_ns) / 1e9);
+  j["warnings"] = a.warnings;
+  j["flame"] = FlameJson(p);
+  j["max_flame_nodes"] = kMaxFlameNodes;
+  return j;
+}
+
+// JSON inside <script type="application/json">: a '<' there could close the
+// element ("</script>") or open a comment state ("<!--") that moves where it
+// closes. '<' only occurs inside JSON strings, where \u003c means the same.
+std::string ScriptSafe(const std::string& json_text) {
+  std::string out;
+  out.reserve(json_text.size() + json_text.size() / 64);
+  for (char c : json_text) {
+    if (c == '<')
+      out += "\\u003c";
+    else if (c == '>')
+      out += "\\u003e";
+    else if (c == '&')
+      out += "\\u0026";
+    else
+      out += c;
+  }
+  return out;
+}
+
+void ReplaceOnce(std::string* s, std::string_view marker, const std::string& with) {
+  size_t at = s->find(marker);
+  if (at == std::string::npos) {
+    throw std::runtime_error("report.html template has no " + std::string(marker));
+  }
+  s->replace(at, marker.size(), with);
+}
+
+class HtmlWriter : public ReportWriter {
+ public:
+  std::string file_name() const override { return "report.html"; }
+  std::string Render(const Profile& p, const Analysis& a) const override {
+    using namespace html_templates;
+    std::string page(kReportHtml, kReportHtmlSize);
+    std::string css(kReportCss, kReportCssSize), js(kReportJs, kReportJsSize);
+    // Our own code, but a stray "</" would end its element early.
+    if (js.find("</") != std::string::npos || css.find("</") != std::string::npos) {
+      throw std::runtime_error("report.js or report.css contains \"</\"");
+    }
+    // Names come from the profiled program: replace bytes that are not UTF-8.
+    std::string data =
+        ScriptSafe(DataJson(p, a).dump(-1, ' ', false, json::error_handler_t::replace));
+    // Data last: it is the only part that can be large, and may hold anything.
+    ReplaceOnce(&page, "/*DLPROF_CSS*/", css);
+    ReplaceOnce(&page, "/*DLPROF_JS*/", js);
+    ReplaceOnce(&page, "/*DLPROF_DATA*/", data);
+    return page;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<ReportWriter> MakeHtmlWriter() { return std::make_unique<HtmlWriter>(); }
+
+}  // namespace dlprof

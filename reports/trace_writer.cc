@@ -1,0 +1,383 @@
+// trace.json: the Chrome trace event format (JSON object form), for Perfetto
+// and chrome://tracing. One process track per profiled process; per thread, a
+// track of stage spans and, for the training loop, a track of steps and data
+// waits; buffer occupancy as counters. Only complete ("X") events, so there is
+// no begin without an end, and events on one track always nest.
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "reports/report_writer.h"
+
+namespace dlprof {
+namespace {
+
+using nlohmann::json;
+
+// Real thread ids stay below 2^22 (pid_max); tracks dlprof makes up (steps,
+// overlapping spans) get ids from here, which never collide with them.
+constexpr int64_t kSyntheticTidBase = 1000000000;
+
+struct Span {
+  int64_t begin_ns = 0, end_ns = 0;
+  std::string name, cat;
+  json args;
+};
+
+struct Track {
+  std::string name;  // thread_name of its first lane
+  int64_t tid = 0;   // of its first lane
+  int64_t sort_index = 0;
+  std::vector<Span> spans;
+};
+
+struct Event {
+  double ts = 0;  // µs from the origin
+  int order = 0;  // ties: longer spans first so that viewers nest them
+  double dur = 0;
+  json j;
+};
+
+double Us(int64_t ns) { return static_cast<double>(ns) / 1000.0; }
+
+// The time a sample stands for, ending at its time stamp.
+int64_t Covers(const Sample& s, const Process& p) {
+  int64_t ns = s.kind == SampleKind::kWall ? s.wall_ns : s.cpu_ns;
+  if (ns <= 0) ns = p.hz > 0 ? 1000000000LL / p.hz : 10000000;
+  return ns;
+}
+
+// Stage spans of one thread derived from its samples: runs of consecutive
+// samples with the same stage path become nested spans, one per path level. A
+// gap of more than twice a sample's period ends every open span.
+void SpansFromSamples(const Profile& p, const std::vector<const Sample*>& samples, Track* track) {
+  struct Open {
+    uint32_t stage;
+    int64_t begin;
+    int64_t samples;
+  };
+  std::vector<Open> open;
+  auto close_from = [&](size_t level, int64_t at) {
+    while (open.size() > level) {
+      const Open& o = open.back();
+      if (at > o.begin) {
+        Span s;
+        s.begin_ns = o.begin;
+        s.end_ns = at;
+        s.name = p.stages[o.stage];
+        s.cat = "stage";
+        s.args = {{"source", "samples"}, {"samples", o.samples}};
+        track->spans.push_back(std::move(s));
+      }
+      open.pop_back();
+    }
+  };
+  int64_t last = INT64_MIN;
+  for (const Sample* s : samples) {
+    const Process& proc = p.processes[s->process];
+    const int64_t covers = Covers(*s, proc);
+    int64_t from = s->time_ns - covers;
+    if (last != INT64_MIN) {
+      if (s->time_ns - last > 2 * covers) {
+        close_from(0, last);
+      } else {
+        from = last;
+      }
+    }
+    const auto& path = p.stage_paths[s->stage_path];
+    size_t common = 0;
+    while (common < open.size() && common < path.size() && open[common].stage == path[common]) {
+      ++common;
+    }
+    close_from(common, from);
+    for (size_t i = open.size(); i < path.size(); ++i) open.push_back({path[i], from, 0});
+    for (Open& o : open) ++o.samples;  // records: wall ticks carry no CPU sample count
+    last = s->time_ns;
+  }
+  if (last != INT64_MIN) close_from(0, last);
+}
+
+class TraceWriter : public ReportWriter {
+ public:
+  std::string file_name() const override { return "trace.json"; }
+
+  std::string Render(const Profile& p, const Analysis& a) const override {
+    const int64_t origin = Origin(p);
+    std::vector<Event> meta, events;
+
+    // Process ids as in the profile, unless several merged runs reuse one.
+    std::vector<int64_t> trace_pid(p.processes.size());
+    std::set<int64_t> used;
+    for (size_t i = 0; i < p.processes.size(); ++i) {
+      int64_t pid = p.processes[i].pid;
+      if (pid <= 0 || !used.insert(pid).second) {
+        pid = kSyntheticTidBase + static_cast<int64_t>(i);
+        used.insert(pid);
+      }
+      trace_pid[i] = pid;
+    }
+
+    // Tracks per process, keyed by (thread, kind): kind 0 stages, 1 steps.
+    std::vector<std::map<std::pair<uint32_t, int>, Track>> tracks(p.processes.size());
+    auto track = [&](uint32_t proc, uint32_t tid, int kind) -> Track& {
+      Track& t = tracks[proc][{tid, kind}];
+      if (t.name.empty()) {
+        const bool main_thread = static_cast<int>(tid) == p.processes[proc].pid;
+        std::string thread =
+            main_thread ? "main thread " + std::to_string(tid) : "thread " + std::to_string(tid);
+        t.name = kind == 0 ? thread : "steps & data waits (" + thread + ")";
+        t.sort_index = static_cast<int64_t>(main_thread ? 0 : tid) * 4 + kind;
+      }
+      return t;
+    };
+
+    // Stage spans: the detailed mode's exact enter/exit events where a thread
+    // has them, else derived from its samples.
+    std::set<std::pair<uint32_t, uint32_t>> has_stage_events;
+    for (const Interval& iv : p.intervals) {
+      if (iv.process >= p.processes.size() || iv.end_ns < iv.begin_ns) continue;
+      if (iv.kind == IntervalKind::kStage) {
+        has_stage_events.insert({iv.process, iv.tid});
+        Span s;
+        s.begin_ns = iv.begin_ns;
+        s.end_ns = iv.end_ns;
+        s.name = iv.stage < p.stages.size() ? p.stages[iv.stage] : "?";
+        s.cat = "stage";
+        s.args = {{"source", "events"}};
+        track(iv.process, iv.tid, 0).spans.push_back(std::move(s));
+      }
+    }
+    std::map<std::pair<uint32_t, uint32_t>, std::vector<const Sample*>> cpu, wall;
+    for (const Sample& s : p.samples) {
+      if (s.process >= p.processes.size() || has_stage_events.count({s.process, s.tid})) continue;
+      (s.kind == SampleKind::kWall ? wall : cpu)[{s.process, s.tid}].push_back(&s);
+    }
+    // Wall ticks cover a thread on and off CPU; CPU samples only while it runs.
+    for (auto* by_thread : {&wall, &cpu}) {
+      for (auto& [key, samples] : *by_thread) {
+        if (by_thread == &cpu && wall.count(key)) continue;
+        std::stable_sort(samples.begin(), samples.end(),
+                         [](const Sample* x, const Sample* y) { return x->time_ns < y->time_ns; });
+        SpansFromSamples(p, samples, &track(key.first, key.second, 0));
+      }
+    }
+
+    // Steps and data waits, numbered per thread in time order.
+    std::vector<const Interval*> loop;
+    for (const Interval& iv : p.intervals) {
+      if (iv.process < p.processes.size() && iv.kind != IntervalKind::kStage &&
+          iv.end_ns >= iv.begin_ns) {
+        loop.push_back(&iv);
+      }
+    }
+    std::stable_sort(loop.begin(), loop.end(), [](const Interval* x, const Interval* y) {
+      return x->begin_ns < y->begin_ns;
+    });
+    std::map<std::pair<uint32_t, uint32_t>, int> step_number;
+    for (const Interval* iv : loop) {
+      Span s;
+      s.begin_ns = iv->begin_ns;
+      s.end_ns = iv->end_ns;
+      if (iv->kind == IntervalKind::kStep) {
+        int n = ++step_number[{iv->process, iv->tid}];
+        s.name = "step " + std::to_string(n);
+        s.cat = "step";
+        s.args = {{"step", n}};
+      } else {
+        s.name = "data wait";
+        s.cat = "wait";
+      }
+      track(iv->process, iv->tid, 1).spans.push_back(std::move(s));
+    }
+
+    // Processes, then their tracks; a track whose spans overlap without
+    // nesting spills into extra lanes, each its own thread row.
+    int64_t synthetic = kSyntheticTidBase;
+    for (size_t i = 0; i < p.processes.size(); ++i) {
+      const Process& proc = p.processes[i];
+      const int64_t pid = trace_pid[i];
+      std::string label =
+          proc.role == "worker"
+              ? (proc.worker >= 0 ? "worker " + std::to_string(proc.worker) : "worker")
+              : proc.role;
+      std::string name = label + " (pid " + std::to_string(proc.pid) + ")";
+      if (!proc.command.empty()) name += " " + proc.command;
+      if (!proc.host.empty()) name += " @" + proc.host;
+      meta.push_back(
+          {0,
+           0,
+           0,
+           {{"name", "process_name"},
+            {"ph", "M"},
+            {"ts", 0},
+            {"pid", pid},
+            {"tid", 0},
+            {"args",
+             {{"name", name}, {"role", proc.role}, {"worker", proc.worker}, {"pid", proc.pid}}}}});
+      meta.push_back({0,
+                      0,
+                      0,
+                      {{"name", "process_labels"},
+                       {"ph", "M"},
+                       {"ts", 0},
+                       {"pid", pid},
+                       {"tid", 0},
+                       {"args", {{"labels", "role=" + proc.role}}}}});
+      const int64_t sort = proc.role == "main" ? 0 : 1 + std::max(proc.worker, -1) + 1;
+      meta.push_back({0,
+                      0,
+                      0,
+                      {{"name", "process_sort_index"},
+                       {"ph", "M"},
+                       {"ts", 0},
+                       {"pid", pid},
+                       {"tid", 0},
+                       {"args", {{"sort_index", sort}}}}});
+      for (auto& [key, t] : tracks[i]) {
+        const bool steps = key.second == 1;
+        t.tid = steps ? synthetic++ : key.first;
+        EmitTrack(origin, pid, &t, &synthetic, &meta, &events);
+      }
+    }
+
+    // Buffer occupancy: one counter per buffer, in its process.
+    for (const BufferSeries& b : p.buffers) {
+      if (b.process >= p.processes.size()) continue;
+      std::string name = "buffer " + b.name;
+      if (b.capacity > 0) name += " (capacity " + std::to_string(b.capacity) + ")";
+      std::vector<BufferSnapshot> snaps = b.snapshots;
+      std::stable_sort(snaps.begin(), snaps.end(),
+                       [](const auto& x, const auto& y) { return x.time_ns < y.time_ns; });
+      for (const BufferSnapshot& s : snaps) {
+        Event e;
+        e.ts = Us(s.time_ns - origin);
+        e.j = {{"name", name},
+               {"cat", "buffer"},
+               {"ph", "C"},
+               {"ts", e.ts},
+               {"pid", trace_pid[b.process]},
+               {"tid", trace_pid[b.process]},
+               {"args", {{"size", s.size}}}};
+        events.push_back(std::move(e));
+      }
+    }
+
+    std::stable_sort(events.begin(), events.end(), [](const Event& x, const Event& y) {
+      if (x.ts != y.ts) return x.ts < y.ts;
+      if (x.dur != y.dur) return x.dur > y.dur;
+      return x.order < y.order;
+    });
+
+    // Streamed rather than one json value: big profiles have millions of events.
+    std::string out = "{\"traceEvents\":[\n";
+    bool first = true;
+    for (const std::vector<Event>* list : {&meta, &events}) {
+      for (const Event& e : *list) {
+        if (!first) out += ",\n";
+        first = false;
+        out += e.j.dump(-1, ' ', false, json::error_handler_t::replace);
+      }
+    }
+    json other = {{"generator", "dlprof"},
+                  {"origin_monotonic_ns", origin},
+                  {"severity", a.verdict.severity},
+                  {"data_wait_fraction", a.verdict.data_wait_fraction},
+                  {"bottleneck_stage", a.verdict.bottleneck_stage}};
+    out += "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":";
+    out += other.dump(-1, ' ', false, json::error_handler_t::replace);
+    out += "}\n";
+    return out;
+  }
+
+ private:
+  // The earliest time in the profile: every time stamp is relative to it.
+  static int64_t Origin(const Profile& p) {
+    int64_t t = INT64_MAX;
+    for (const Process& proc : p.processes) {
+      if (proc.start_ns > 0) t = std::min(t, proc.start_ns);
+    }
+    for (const Sample& s : p.samples) {
+      if (s.process < p.processes.size()) {
+        t = std::min(t, s.time_ns - Covers(s, p.processes[s.process]));
+      }
+    }
+    for (const Interval& iv : p.intervals) t = std::min(t, iv.begin_ns);
+    for (const BufferSeries& b : p.buffers) {
+      for (const BufferSnapshot& s : b.snapshots) t = std::min(t, s.time_ns);
+    }
+    return t == INT64_MAX ? 0 : t;
+  }
+
+  static void EmitTrack(int64_t origin, int64_t pid, Track* t, int64_t* synthetic,
+                        std::vector<Event>* meta, std::vector<Event>* events) {
+    std::stable_sort(t->spans.begin(), t->spans.end(), [](const Span& x, const Span& y) {
+      if (x.begin_ns != y.begin_ns) return x.begin_ns < y.begin_ns;
+      return x.end_ns > y.end_ns;
+    });
+    struct Lane {
+      int64_t tid;
+      std::vector<int64_t> open_ends;
+    };
+    std::vector<Lane> lanes;
+    auto name_lane = [&](const Lane& lane, size_t index) {
+      std::string name = t->name;
+      if (index > 0) name += " (overlapping " + std::to_string(index) + ")";
+      meta->push_back({0,
+                       0,
+                       0,
+                       {{"name", "thread_name"},
+                        {"ph", "M"},
+                        {"ts", 0},
+                        {"pid", pid},
+                        {"tid", lane.tid},
+                        {"args", {{"name", name}}}}});
+      meta->push_back(
+          {0,
+           0,
+           0,
+           {{"name", "thread_sort_index"},
+            {"ph", "M"},
+            {"ts", 0},
+            {"pid", pid},
+            {"tid", lane.tid},
+            {"args", {{"sort_index", t->sort_index * 16 + static_cast<int64_t>(index)}}}}});
+    };
+    lanes.push_back({t->tid, {}});
+    name_lane(lanes[0], 0);
+    int order = 0;
+    for (Span& s : t->spans) {
+      size_t l = 0;
+      for (;; ++l) {
+        if (l == lanes.size()) {
+          lanes.push_back({(*synthetic)++, {}});
+          name_lane(lanes.back(), l);
+        }
+        auto& ends = lanes[l].open_ends;
+        while (!ends.empty() && ends.back() <= s.begin_ns) ends.pop_back();
+        if (ends.empty() || ends.back() >= s.end_ns) break;
+      }
+      lanes[l].open_ends.push_back(s.end_ns);
+      Event e;
+      e.ts = Us(s.begin_ns - origin);
+      e.dur = Us(s.end_ns - s.begin_ns);
+      e.order = order++;
+      e.j = {{"name", std::move(s.name)},
+             {"cat", s.cat},
+             {"ph", "X"},
+             {"ts", e.ts},
+             {"dur", e.dur},
+             {"pid", pid},
+             {"tid", lanes[l].tid}};
+      if (!s.args.is_null()) e.j["args"] = std::move(s.args);
+      events->push_back(std::move(e));
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<ReportWriter> MakeTraceWriter() { return std::make_unique<TraceWriter>(); }
+
+}  // namespace dlprof

@@ -1,0 +1,303 @@
+// End-to-end tests of report.html in real headless Chromium: a report of a
+// real profiled process loads without a console message or a network request,
+// draws the verdict and the flame graph, applies search and filters from the
+// URL fragment, and shows hostile names as text. Screenshots are kept in
+// <build>/test-artifacts/ for people to look at.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+
+#include "readers/input_loader.h"
+#include "readers/symbolizer.h"
+#include "reports/analysis.h"
+#include "reports/report_writer.h"
+#include "tests/support/browser.h"
+#include "tests/support/subprocess.h"
+
+namespace dlprof {
+namespace {
+
+using testing::BrowserResult;
+using testing::ChromiumPath;
+using testing::LoadPage;
+using testing::MakeTempDir;
+using testing::ProcessResult;
+using testing::ProgramPath;
+using testing::RunProcess;
+
+#define REQUIRE_CHROMIUM()                                                 \
+  if (ChromiumPath().empty()) {                                            \
+    GTEST_SKIP() << "no /usr/bin/chromium (scripts/setup.sh installs it)"; \
+  }
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string ArtifactDir() {
+  std::string dir = std::string(DLPROF_BUILD_DIR) + "/test-artifacts";
+  mkdir(dir.c_str(), 0755);
+  return dir;
+}
+
+struct Report {
+  std::string html;  // path of report.html
+  Analysis analysis;
+};
+
+// Profiles rt_workload `args` (the library is linked into it), then reads the
+// run back and writes report.html as `dlprof report` would.
+Report ProfileAndReport(const std::vector<std::string>& args, const std::string& mode,
+                        int hz = 1000) {
+  std::string dir = MakeTempDir("dlprof-html");
+  std::vector<std::string> argv = {ProgramPath("rt_workload")};
+  argv.insert(argv.end(), args.begin(), args.end());
+  ProcessResult r = RunProcess(argv, {{"DLPROF_SAMPLE", "1"},
+                                      {"DLPROF_OUT", dir + "/out"},
+                                      {"DLPROF_MODE", mode},
+                                      {"DLPROF_HZ", std::to_string(hz)}});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  Profile profile;
+  LoadInputs({dir + "/out"}, &profile);
+  Symbolizer symbolizer;
+  symbolizer.SymbolizeProfile(&profile);
+  Report report{dir + "/report.html", Analyze(profile)};
+  MakeHtmlWriter()->Write(profile, report.analysis, dir);
+  return report;
+}
+
+std::string Joined(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const std::string& l : lines) out += l + "\n";
+  return out;
+}
+
+// The names of the flame graph's frames of one kind in a dumped DOM, in order.
+std::vector<std::string> FlameNodes(const std::string& dom, const std::string& kind,
+                                    const std::string& cls_part = "") {
+  std::vector<std::string> names;
+  std::regex node(R"re(<g class="fg-node([^"]*)" data-name="([^"]*)" data-kind="([a-z]+)")re");
+  for (auto it = std::sregex_iterator(dom.begin(), dom.end(), node); it != std::sregex_iterator();
+       ++it) {
+    if ((*it)[3] != kind) continue;
+    if (!cls_part.empty() && (*it)[1].str().find(cls_part) == std::string::npos) continue;
+    names.push_back((*it)[2]);
+  }
+  return names;
+}
+
+// The <html> start tag of a dumped DOM: where the page and the probe leave
+// their marks (the scripts' own text mentions the same attribute names).
+std::string HtmlTag(const std::string& dom) {
+  size_t at = dom.find("<html");
+  return at == std::string::npos ? "" : dom.substr(at, dom.find('>', at) - at + 1);
+}
+
+bool Contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+TEST(HtmlReport, RealRunLoadsWithoutErrorsOrNetwork) {
+  REQUIRE_CHROMIUM();
+  const Report report = ProfileAndReport({"steps", "12"}, "light");
+  const std::string& html = report.html;
+  const std::string page = ReadFile(html);
+  // Self-contained: nothing to fetch, and a policy that would block and log
+  // any fetch.
+  EXPECT_FALSE(std::regex_search(
+      page, std::regex(R"((src|href)\s*=\s*["']?\s*(https?:)?//)", std::regex::icase)));
+  EXPECT_NE(page.find("Content-Security-Policy\" content=\"default-src 'none'"), std::string::npos);
+
+  BrowserResult b = LoadPage("file://" + html);
+  ASSERT_TRUE(b.ran) << b.log;
+  EXPECT_EQ(b.exit_code, 0) << b.log;
+  EXPECT_TRUE(b.console.empty()) << Joined(b.console);
+  EXPECT_NE(HtmlTag(b.dom).find("data-dlprof-ready=\"1\""), std::string::npos)
+      << b.dom.substr(0, 2000);
+  EXPECT_EQ(HtmlTag(b.dom).find("data-dlprof-error"), std::string::npos);
+  // The verdict, in words, with the analysis' own number: each step waits
+  // 20 ms for data, then computes 30 ms of CPU, so the loop is input-bound.
+  const Verdict& v = report.analysis.verdict;
+  ASSERT_TRUE(v.input_bound) << v.data_wait_fraction;
+  char want[128];
+  snprintf(
+      want, sizeof(want),
+      "id=\"verdict-headline\">Training is input-bound: it waits for data %.0f%% of its step time",
+      100 * (std::round(v.data_wait_fraction * 1e6) / 1e6));  // as the page gets it
+  EXPECT_NE(b.dom.find(want), std::string::npos) << want << "\n" << b.dom.substr(0, 4000);
+  EXPECT_NE(b.dom.find("id=\"verdict-severity\">" + v.severity + "<"), std::string::npos);
+  // The step chart: one bar per step after the warm-up.
+  const std::regex bar("class=\"step-bar\"");
+  EXPECT_EQ(
+      std::distance(std::sregex_iterator(b.dom.begin(), b.dom.end(), bar), std::sregex_iterator()),
+      10);
+  // The flame graph: the stage as a root frame, the burner below it.
+  EXPECT_TRUE(Contains(FlameNodes(b.dom, "stage"), "compute")) << b.dom.substr(0, 3000);
+  EXPECT_TRUE(Contains(FlameNodes(b.dom, "function"), "Burn"));
+  // The stage table names the stage.
+  EXPECT_NE(b.dom.find(">compute</button>"), std::string::npos);
+}
+
+TEST(HtmlReport, ScreenshotsAtDesktopAndPhoneWidth) {
+  REQUIRE_CHROMIUM();
+  const std::string html = ProfileAndReport({"mix", "300"}, "light").html;
+  const std::string desktop = ArtifactDir() + "/report.png";
+  const std::string phone = ArtifactDir() + "/report-phone.png";
+  unlink(desktop.c_str());
+  unlink(phone.c_str());
+  BrowserResult b = LoadPage("file://" + html, 1280, 800, desktop);
+  ASSERT_TRUE(b.ran) << b.log;
+  EXPECT_TRUE(b.console.empty()) << Joined(b.console);
+  EXPECT_EQ(testing::PngSize(desktop), std::make_pair(1280, 800)) << b.log;
+  BrowserResult p = LoadPage("file://" + html, 390, 844, phone);
+  ASSERT_TRUE(p.ran) << p.log;
+  EXPECT_TRUE(p.console.empty()) << Joined(p.console);
+  EXPECT_EQ(testing::PngSize(phone), std::make_pair(390, 844)) << p.log;
+  // A page drawn in colour is far larger than a blank one.
+  struct stat st;
+  ASSERT_EQ(stat(desktop.c_str(), &st), 0);
+  EXPECT_GT(st.st_size, 20000);
+}
+
+TEST(HtmlReport, SearchAndStageFilterFromFragment) {
+  REQUIRE_CHROMIUM();
+  const std::string html = ProfileAndReport({"mix", "300"}, "light").html;
+  BrowserResult all = LoadPage("file://" + html);
+  ASSERT_TRUE(all.ran) << all.log;
+  EXPECT_TRUE(all.console.empty()) << Joined(all.console);
+  std::vector<std::string> stages = FlameNodes(all.dom, "stage");
+  for (const char* s : {"a", "b", "c"}) EXPECT_TRUE(Contains(stages, s)) << s;
+  EXPECT_TRUE(FlameNodes(all.dom, "function", " match").empty());
+
+  BrowserResult f = LoadPage("file://" + html + "#search=Burn&stage=c");
+  ASSERT_TRUE(f.ran) << f.log;
+  EXPECT_TRUE(f.console.empty()) << Joined(f.console);
+  EXPECT_NE(HtmlTag(f.dom).find("data-dlprof-ready=\"1\""), std::string::npos);
+  // Only stage c's samples remain, and the search highlights the burners.
+  std::vector<std::string> kept = FlameNodes(f.dom, "stage");
+  EXPECT_TRUE(Contains(kept, "c"));
+  EXPECT_FALSE(Contains(kept, "a"));
+  EXPECT_FALSE(Contains(kept, "b"));
+  EXPECT_FALSE(Contains(FlameNodes(f.dom, "function"), "BurnInStageA"));
+  std::vector<std::string> matches = FlameNodes(f.dom, "function", " match");
+  ASSERT_FALSE(matches.empty()) << f.dom.substr(0, 3000);
+  for (const std::string& name : matches) EXPECT_NE(name.find("Burn"), std::string::npos) << name;
+  EXPECT_TRUE(Contains(matches, "Burn"));
+  EXPECT_FALSE(FlameNodes(f.dom, "function", " dim").empty());  // the rest fades
+  // The controls show the state the fragment asked for.
+  EXPECT_TRUE(
+      std::regex_search(f.dom, std::regex(R"re(id="fg-status"[^>]*>[^<]*'Burn' matches)re")))
+      << f.dom.substr(0, 3000);
+}
+
+// A profile made here, with names no program should have.
+Profile HostileProfile(const std::string& stage_name, const std::string& function_name) {
+  Profile p;
+  Process proc;
+  proc.pid = 4242;
+  proc.role = "main";
+  proc.command = "train \"<b>bold</b>\"";
+  proc.start_ns = 1000000000;
+  proc.end_ns = 2000000000;
+  proc.hz = 100;
+  proc.samples = 50;
+  proc.complete = true;
+  proc.end_reason = "exit";
+  p.processes.push_back(proc);
+  Location loc;
+  loc.module = "/bin/<evil>";
+  loc.module_offset = 0x10;
+  loc.frames.push_back({function_name, "<file>.cc", 3});
+  uint32_t stack = p.InternStack({p.InternLocation(loc)});
+  uint32_t path = p.InternStagePath({p.InternStage(stage_name)});
+  for (int i = 0; i < 50; ++i) {
+    Sample s;
+    s.stack = stack;
+    s.stage_path = path;
+    s.tid = 4242;
+    s.time_ns = proc.start_ns + (i + 1) * 10000000LL;
+    s.cpu_ns = 10000000;
+    p.samples.push_back(s);
+  }
+  BufferSeries b;
+  b.name = "<img src=x onerror=alert(3)>";
+  b.capacity = 4;
+  b.snapshots = {{proc.start_ns, 0}, {proc.start_ns + 500000000, 4}};
+  p.buffers.push_back(b);
+  p.warnings.push_back("</script><script>alert(4)</script>");
+  return p;
+}
+
+TEST(HtmlReport, HostileNamesShowAsText) {
+  REQUIRE_CHROMIUM();
+  const std::string stage = "</script><script>alert(1)</script> \"double\" 'single'\nnext line";
+  const std::string function = "<img src=x onerror=alert(2)>\xff\xfe";  // and invalid UTF-8
+  Profile profile = HostileProfile(stage, function);
+  std::string page = MakeHtmlWriter()->Render(profile, Analyze(profile));
+  ASSERT_EQ(page.find("<script>alert"), std::string::npos);
+  ASSERT_EQ(page.find("<img"), std::string::npos);
+
+  // A probe that runs before the report: records any dialog, then checks
+  // what the report drew against the names it was given.
+  nlohmann::json expect = {{"stage", stage},
+                           {"function", "<img src=x onerror=alert(2)>\xef\xbf\xbd\xef\xbf\xbd"}};
+  std::string expect_js = expect.dump();
+  for (size_t at = 0; (at = expect_js.find('<', at)) != std::string::npos;) {
+    expect_js.replace(at, 1, "\\u003c");
+  }
+  const std::string probe = R"(<script>
+(function () {
+  var r = document.documentElement, want = )" +
+                            expect_js + R"(;
+  ["alert", "confirm", "prompt"].forEach(function (f) {
+    window[f] = function () { r.setAttribute("data-probe-dialog", f); };
+  });
+  document.addEventListener("DOMContentLoaded", function () {
+    var cells = Array.prototype.map.call(document.querySelectorAll("#stages-table td"),
+                                         function (c) { return c.textContent; });
+    var frames = Array.prototype.map.call(document.querySelectorAll(".fg-node"),
+                                          function (g) { return g.getAttribute("data-name"); });
+    r.setAttribute("data-probe", [
+      "scripts=" + document.scripts.length,
+      "imgs=" + document.images.length,
+      "stage-cell=" + (cells.indexOf(want.stage) >= 0),
+      "stage-frame=" + (frames.indexOf(want.stage) >= 0),
+      "function-frame=" + (frames.indexOf(want.function) >= 0)].join(" "));
+  });
+})();
+</script>)";
+  const std::string dir = MakeTempDir("dlprof-html-hostile");
+  size_t head = page.find("<head>");
+  ASSERT_NE(head, std::string::npos);
+  page.insert(head + 6, probe);
+  WriteFileOrThrow(dir + "/report.html", page);
+
+  BrowserResult b = LoadPage("file://" + dir + "/report.html");
+  ASSERT_TRUE(b.ran) << b.log;
+  EXPECT_TRUE(b.console.empty()) << Joined(b.console);
+  EXPECT_NE(HtmlTag(b.dom).find("data-dlprof-ready=\"1\""), std::string::npos)
+      << b.dom.substr(0, 3000);
+  EXPECT_EQ(HtmlTag(b.dom).find("data-probe-dialog"), std::string::npos);
+  // Three scripts: the probe, the data, the report's own; no image element.
+  EXPECT_NE(HtmlTag(b.dom).find("data-probe=\"scripts=3 imgs=0 stage-cell=true stage-frame=true "
+                                "function-frame=true\""),
+            std::string::npos)
+      << b.dom.substr(0, 3000);
+  // Serialized text nodes escape '<': the names are in the page as text.
+  EXPECT_NE(
+      b.dom.find(
+          "&lt;/script&gt;&lt;script&gt;alert(1)&lt;/script&gt; \"double\" 'single'\nnext line"),
+      std::string::npos);
+  EXPECT_NE(b.dom.find("&lt;/script&gt;&lt;script&gt;alert(4)&lt;/script&gt;"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dlprof
