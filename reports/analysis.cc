@@ -134,6 +134,7 @@ void AnalyzeStages(const Profile& profile, uint32_t train_process, uint32_t trai
     std::map<std::string, double> blocked;  // syscall -> off-CPU ns
     std::set<int> pids;
     std::map<std::string, double> wall_by_role;
+    std::map<int, double> wall_by_pid;
     bool has_wall = false;
   };
   std::vector<Acc> acc(profile.stages.size());
@@ -158,6 +159,7 @@ void AnalyzeStages(const Profile& profile, uint32_t train_process, uint32_t trai
       self.self_wall += s.wall_ns / 1e9;
       self.self_cpu_wall += s.cpu_ns / 1e9;
       self.wall_by_role[proc.role] += s.wall_ns / 1e9;
+      self.wall_by_pid[proc.pid] += s.wall_ns / 1e9;
       (model ? self.model_wall : self.data_wall) += s.wall_ns / 1e9;
       if (!s.on_cpu) self.blocked_wall += (s.wall_ns - s.cpu_ns) / 1e9;
       if (!s.on_cpu && s.stack < profile.stacks.size() && !profile.stacks[s.stack].empty()) {
@@ -211,6 +213,10 @@ void AnalyzeStages(const Profile& profile, uint32_t train_process, uint32_t trai
       }
     }
     st.pids.assign(x.pids.begin(), x.pids.end());
+    for (int pid : st.pids) {
+      auto it = x.wall_by_pid.find(pid);
+      st.self_wall_by_pid.push_back(it != x.wall_by_pid.end() ? it->second : 0);
+    }
     st.processes = static_cast<int>(x.pids.size());
     double best = -1;
     for (const auto& [role, wall] : x.wall_by_role) {
@@ -397,6 +403,35 @@ void DecideVerdict(const Profile& profile, bool has_steps, Analysis* a) {
     } else {
       v.advice.push_back("'" + best->name + "' runs in the training process and blocks it: move "
                          "it to worker processes, or make it cheaper.");
+    }
+  }
+  // Worker imbalance: one worker spending much longer in the bottleneck stage
+  // than the others holds the in-order consumer back.
+  if (v.bottleneck_role == "worker") {
+    std::vector<std::pair<double, int>> per_worker;  // (self wall, worker id)
+    for (size_t i = 0; i < best->pids.size(); ++i) {
+      for (const ProcessStats& p : a->processes) {
+        if (p.pid == best->pids[i] && p.role == "worker") {
+          per_worker.push_back({best->self_wall_by_pid[i], p.worker});
+        }
+      }
+    }
+    if (per_worker.size() >= 2) {
+      double sum = 0;
+      for (const auto& w : per_worker) sum += w.first;
+      auto slowest = *std::max_element(per_worker.begin(), per_worker.end());
+      double others = (sum - slowest.first) / (per_worker.size() - 1);
+      v.worker_imbalance = others > 0 ? slowest.first / others : 0;
+      v.slowest_worker = slowest.second;
+      if (v.worker_imbalance >= 1.5) {
+        v.evidence.push_back(Fmt("Worker %.0f spends %.2f s in '", slowest.second, slowest.first) +
+                             best->name + Fmt("', %.1fx the %.2f s of the other workers on average.",
+                                              v.worker_imbalance, others));
+        v.advice.push_back("The workers are imbalanced: worker " + std::to_string(slowest.second) +
+                           " is the slow one (slower storage or a heavier shard). Rebalance its "
+                           "share of the data, or let batches arrive out of order so the others "
+                           "are not held back.");
+      }
     }
   }
   if (steps.count > 0 && steps.data_wait_fraction < 1) {

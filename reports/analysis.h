@@ -37,6 +37,7 @@ struct StageStats {
   double top_blocking_fraction = 0;  // share of its off-CPU time in that call
   bool data_stage = true;     // false for the training loop's own work (the model)
   std::vector<int> pids;      // processes it ran in
+  std::vector<double> self_wall_by_pid;  // parallel to pids
   std::string main_role;      // "main" or "worker": where most of its wall time is
   int processes = 0;
 };
