@@ -265,7 +265,9 @@ void Collector::SnapshotTick(int64_t now) {
     uint32_t depth = s->depth.load(std::memory_order_relaxed);
     if (depth > kMaxStageDepth) depth = kMaxStageDepth;
     for (uint32_t d = 0; d < depth; ++d) stages[d] = s->stages[d].load(std::memory_order_relaxed);
-    uint64_t state = cpu_delta * 2 < wall_delta ? BlockedState(s) : 0;
+    // The state at this instant (a wall-clock sample of it). A thread that ran
+    // the whole tick is running; only one that blocked at some point is asked.
+    uint64_t state = cpu_delta * 10 < wall_delta * 9 ? BlockedState(s) : 0;
     wall_.PutTime(now);
     PutVarint(&wall_.body, ThreadIndex(s));
     PutVarint(&wall_.body, InternPath(stages, depth));

@@ -129,7 +129,7 @@ void AnalyzeStages(const Profile& profile, uint32_t train_process, uint32_t trai
     int64_t self_samples = 0;
     double cpu_from_samples = 0, total_cpu_from_samples = 0;
     double self_wall = 0, self_cpu_wall = 0, total_wall = 0, total_cpu_wall = 0;
-    double blocked_wall = 0;  // wall time blocked in a syscall, less the CPU it used
+    double blocked_wall = 0;  // wall ticks that found the thread blocked in a syscall
     double model_wall = 0, data_wall = 0, model_samples = 0, data_samples = 0;
     std::map<std::string, double> blocked;  // syscall -> off-CPU ns
     std::set<int> pids;
@@ -138,6 +138,16 @@ void AnalyzeStages(const Profile& profile, uint32_t train_process, uint32_t trai
     bool has_wall = false;
   };
   std::vector<Acc> acc(profile.stages.size());
+  // CPU time per stage comes from the CPU samples when there are any: each
+  // is taken at the exact instant, with the exact stage stack. A wall tick's
+  // CPU delta covers the whole tick, whatever stage the thread was in then.
+  bool cpu_samples = false;
+  for (const Sample& s : profile.samples) {
+    if (s.kind == SampleKind::kCpu) {
+      cpu_samples = true;
+      break;
+    }
+  }
   for (const Sample& s : profile.samples) {
     const auto& path = profile.stage_paths[s.stage_path];
     if (path.empty()) continue;
@@ -161,7 +171,7 @@ void AnalyzeStages(const Profile& profile, uint32_t train_process, uint32_t trai
       self.wall_by_role[proc.role] += s.wall_ns / 1e9;
       self.wall_by_pid[proc.pid] += s.wall_ns / 1e9;
       (model ? self.model_wall : self.data_wall) += s.wall_ns / 1e9;
-      if (!s.on_cpu) self.blocked_wall += (s.wall_ns - s.cpu_ns) / 1e9;
+      if (!s.on_cpu) self.blocked_wall += s.wall_ns / 1e9;  // blocked at the tick
       if (!s.on_cpu && s.stack < profile.stacks.size() && !profile.stacks[s.stack].empty()) {
         const Location& loc = profile.locations[profile.stacks[s.stack][0]];
         if (!loc.frames.empty()) {
@@ -170,7 +180,7 @@ void AnalyzeStages(const Profile& profile, uint32_t train_process, uint32_t trai
           if (what.compare(0, prefix.size(), prefix) == 0) {
             what = what.substr(prefix.size(), what.size() - prefix.size() - 1);
           }
-          self.blocked[what] += static_cast<double>(s.wall_ns - s.cpu_ns);
+          self.blocked[what] += static_cast<double>(s.wall_ns);
         }
       }
       std::set<uint32_t> seen;
@@ -192,9 +202,9 @@ void AnalyzeStages(const Profile& profile, uint32_t train_process, uint32_t trai
     st.self_samples = x.self_samples;
     if (x.has_wall || x.total_wall > 0) {
       st.self_wall_s = x.self_wall;
-      st.self_cpu_s = x.self_cpu_wall;
+      st.self_cpu_s = cpu_samples ? x.cpu_from_samples : x.self_cpu_wall;
       st.total_wall_s = x.total_wall;
-      st.total_cpu_s = x.total_cpu_wall;
+      st.total_cpu_s = cpu_samples ? x.total_cpu_from_samples : x.total_cpu_wall;
       // Off-CPU means blocked (I/O, sleep, lock). A runnable thread that waits
       // for a core on a busy machine is CPU-bound, not off-CPU.
       st.offcpu_fraction = x.self_wall > 0 ? std::max(0.0, x.blocked_wall / x.self_wall) : 0;
@@ -437,9 +447,9 @@ void DecideVerdict(const Profile& profile, bool has_steps, Analysis* a) {
   if (steps.count > 0 && steps.data_wait_fraction < 1) {
     double speedup = 1 / (1 - steps.data_wait_fraction);
     v.advice.push_back(Fmt("Removing the wait entirely would make steps up to %.2fx faster "
-                           "(median %.1f ms -> %.1f ms).",
-                           speedup, steps.median_s * 1e3,
-                           (steps.median_s - steps.data_wait_median_s) * 1e3));
+                           "(mean %.1f ms -> %.1f ms).",
+                           speedup, steps.mean_s * 1e3,
+                           steps.mean_s * (1 - steps.data_wait_fraction) * 1e3));
   }
 }
 
