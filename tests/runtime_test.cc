@@ -136,6 +136,50 @@ TEST(Runtime, ForkedWorkersEachWriteTheirOwnProfile) {
   EXPECT_EQ(workers, (std::set<int>{100, 1, 102}));
 }
 
+TEST(Runtime, SpawnedChildrenAndTheirWorkersJoinTheRun) {
+  ProfiledRun run = Profiled({"spawn"});
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.err;
+  ASSERT_EQ(run.files.size(), 3u);  // all in one run folder
+  std::map<std::string, const Process*> by_stage;
+  for (size_t i = 0; i < run.profile.processes.size(); ++i) {
+    for (const auto& [stage, n] : CpuSamplesByStage(run.profile, static_cast<int>(i))) {
+      if (n > 3) by_stage[stage] = &run.profile.processes[i];
+    }
+  }
+  ASSERT_TRUE(by_stage.count("parent") && by_stage.count("spawned") && by_stage.count("grandchild"));
+  const Process* parent = by_stage["parent"];
+  const Process* spawned = by_stage["spawned"];
+  const Process* grandchild = by_stage["grandchild"];
+  EXPECT_EQ(parent->role, "main");
+  EXPECT_EQ(spawned->role, "worker");
+  EXPECT_EQ(spawned->ppid, parent->pid);
+  EXPECT_EQ(grandchild->role, "worker");
+  EXPECT_EQ(grandchild->ppid, spawned->pid);
+  EXPECT_EQ(parent->fields.at("run_id"), grandchild->fields.at("run_id"));
+}
+
+TEST(Runtime, BaselineStepsRunUnsampled) {
+  ProfiledRun run = Profiled({"steps", "12"}, {{"DLPROF_BASELINE_STEPS", "5"}, {"DLPROF_HZ", "1000"}});
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.err;
+  const Process& p = run.profile.processes[0];
+  std::vector<const Interval*> steps;
+  for (const Interval& iv : run.profile.intervals) {
+    if (iv.kind == IntervalKind::kStep) steps.push_back(&iv);
+  }
+  ASSERT_EQ(steps.size(), 12u);
+  // Sampling began when the fifth step ended (within a collector tick).
+  EXPECT_GE(p.sampling_start_ns, steps[4]->end_ns);
+  EXPECT_LT(p.sampling_start_ns, steps[5]->end_ns);
+  int64_t in_baseline = 0, after = 0;
+  for (const Sample& s : run.profile.samples) {
+    if (s.kind != SampleKind::kCpu) continue;
+    if (s.time_ns < steps[4]->end_ns) in_baseline += s.count;
+    else after += s.count;
+  }
+  EXPECT_EQ(in_baseline, 0);
+  EXPECT_GT(after, 100);  // 7 steps x 30 ms of CPU at 1000 Hz
+}
+
 TEST(Runtime, NoEintrLeaksIntoBlockedThreadsAt1000Hz) {
   ProfiledRun run = Profiled({"eintr", "1500"}, {{"DLPROF_HZ", "1000"}});
   EXPECT_EQ(run.result.exit_code, 0) << run.result.out << run.result.err;

@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/epoll.h>
+#include <spawn.h>
 #include <sys/select.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -19,6 +20,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+extern char** environ;
 
 namespace {
 
@@ -226,6 +229,31 @@ int Steps(int steps) {
   return 0;
 }
 
+// Starts a copy of itself with posix_spawn (exec, not fork), and that copy
+// forks a worker of its own: all three must land in the same run.
+int Spawn(const char* self) {
+  pid_t pid;
+  char mode[] = "nested";
+  char* argv[] = {const_cast<char*>(self), mode, nullptr};
+  if (posix_spawn(&pid, self, nullptr, nullptr, argv, environ) != 0) return 1;
+  { DLPROF_STAGE("parent"); Burn(100000000); }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+int Nested() {
+  pid_t pid = fork();
+  if (pid == 0) {
+    { DLPROF_STAGE("grandchild"); Burn(100000000); }
+    exit(0);
+  }
+  { DLPROF_STAGE("spawned"); Burn(100000000); }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
 volatile sig_atomic_t g_terminated = 0;
 
 // Burns CPU until a signal ends it. With `own_handler`, the program handles
@@ -256,6 +284,8 @@ int main(int argc, char** argv) {
   if (mode == "buffers") return Buffers();
   if (mode == "steps") return Steps(n ? n : 10);
   if (mode == "term") return UntilTerminated(false);
+  if (mode == "spawn") return Spawn(argv[0]);
+  if (mode == "nested") return Nested();
   if (mode == "ownterm") return UntilTerminated(true);
   if (mode == "enabled") {
     printf("enabled=%d\n", dlprof_enabled());
