@@ -148,6 +148,14 @@ void AnalyzeStages(const Profile& profile, uint32_t train_process, uint32_t trai
       break;
     }
   }
+  // Each stage once per path (a stage may nest in itself): "total" counts it once.
+  std::vector<std::vector<uint32_t>> unique_stages(profile.stage_paths.size());
+  for (size_t i = 0; i < profile.stage_paths.size(); ++i) {
+    for (uint32_t st : profile.stage_paths[i]) {
+      auto& u = unique_stages[i];
+      if (std::find(u.begin(), u.end(), st) == u.end()) u.push_back(st);
+    }
+  }
   for (const Sample& s : profile.samples) {
     const auto& path = profile.stage_paths[s.stage_path];
     if (path.empty()) continue;
@@ -160,10 +168,7 @@ void AnalyzeStages(const Profile& profile, uint32_t train_process, uint32_t trai
       self.self_samples += s.count;
       self.cpu_from_samples += s.cpu_ns / 1e9;
       (model ? self.model_samples : self.data_samples) += s.count;
-      std::set<uint32_t> seen;
-      for (uint32_t st : path) {
-        if (seen.insert(st).second) acc[st].total_cpu_from_samples += s.cpu_ns / 1e9;
-      }
+      for (uint32_t st : unique_stages[s.stage_path]) acc[st].total_cpu_from_samples += s.cpu_ns / 1e9;
     } else {
       self.has_wall = true;
       self.self_wall += s.wall_ns / 1e9;
@@ -183,12 +188,9 @@ void AnalyzeStages(const Profile& profile, uint32_t train_process, uint32_t trai
           self.blocked[what] += static_cast<double>(s.wall_ns);
         }
       }
-      std::set<uint32_t> seen;
-      for (uint32_t st : path) {
-        if (seen.insert(st).second) {
-          acc[st].total_wall += s.wall_ns / 1e9;
-          acc[st].total_cpu_wall += s.cpu_ns / 1e9;
-        }
+      for (uint32_t st : unique_stages[s.stage_path]) {
+        acc[st].total_wall += s.wall_ns / 1e9;
+        acc[st].total_cpu_wall += s.cpu_ns / 1e9;
       }
     }
   }
