@@ -50,6 +50,14 @@ class TimerSource {
   // child, before any rearming.
   virtual void ForgetInherited(ThreadTimer* t) = 0;
 
+  // What the source does here, or why "auto" settled on it (after Start).
+  virtual std::string note() const { return std::string(); }
+
+  // True when a signal can stand for more CPU time than one period (ticks
+  // that landed in the kernel raise none): the handler then weighs each
+  // sample by the thread's CPU time since its previous sample.
+  virtual bool CpuTimeWeighted() const { return false; }
+
   // Extra samples this signal stands for (POSIX timer overruns), read from the
   // siginfo. Safe to call from asynchronous signals.
   virtual int Overrun(const siginfo_t* info) const { (void)info; return 0; }

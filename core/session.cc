@@ -76,6 +76,12 @@ PthreadCreateFn RealPthreadCreate() {
 bool Armed() { return g_baseline_remaining.load(std::memory_order_relaxed) <= 0; }
 
 void ArmSlot(ThreadSlot* s) {
+  // The first sample's weight counts from here (set before any signal can come).
+  timespec cpu;
+  clockid_t clock = static_cast<clockid_t>((~s->tid.load() << 3) | 6);  // the thread's CPU clock
+  if (clock_gettime(clock, &cpu) == 0) {
+    s->last_sample_cpu_ns = static_cast<int64_t>(cpu.tv_sec) * 1000000000 + cpu.tv_nsec;
+  }
   std::string error;
   if (!G->timer->ArmThread(s->tid.load(std::memory_order_relaxed), &s->timer, &error)) {
     static std::atomic<bool> warned{false};
@@ -450,6 +456,8 @@ void StartSession() {
 
   g_sampler.unwinder = G->unwinder.get();
   g_sampler.timer = G->timer.get();
+  g_sampler.weigh_by_cpu_time = G->timer->CpuTimeWeighted();
+  g_sampler.period_ns = 1000000000LL / G->config.hz;
   g_sampler.max_frames = G->config.max_frames < kMaxFrames ? G->config.max_frames : kMaxFrames;
   if (!InstallSignalHandler(kProfilingSignal)) {
     Warn("dlprof: cannot install the SIGPROF handler; profiling off");

@@ -68,6 +68,18 @@ void HandleProfilingSignal(int, siginfo_t* info, void* ucontext) {
   if (depth > static_cast<uint32_t>(kMaxStageDepth)) depth = kMaxStageDepth;
   int extra = g_sampler.timer->Overrun(info);
   if (extra < 0) extra = 0;
+  if (g_sampler.weigh_by_cpu_time) {
+    // Periods that ended in the kernel raised no signal; this sample stands
+    // for them too (clock_gettime is async-signal-safe).
+    timespec cpu;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
+    int64_t now = static_cast<int64_t>(cpu.tv_sec) * 1000000000 + cpu.tv_nsec;
+    if (s->last_sample_cpu_ns > 0) {
+      int64_t periods = (now - s->last_sample_cpu_ns + g_sampler.period_ns / 2) / g_sampler.period_ns;
+      if (periods > 1) extra += static_cast<int>(periods < 0x10000 ? periods - 1 : 0xfffe);
+    }
+    s->last_sample_cpu_ns = now;
+  }
   if (extra > 0xfffe) extra = 0xfffe;
 
   const size_t stage_words = (depth + 1) / 2;

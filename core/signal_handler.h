@@ -26,6 +26,8 @@ struct SamplerState {
   Unwinder* unwinder = nullptr;
   TimerSource* timer = nullptr;
   int max_frames = 128;
+  bool weigh_by_cpu_time = false;  // TimerSource::CpuTimeWeighted()
+  int64_t period_ns = 10000000;    // 1e9 / hz
   std::atomic<bool> active{false};  // false: the handler records nothing
   std::atomic<uint64_t> dropped_nothread{0};  // signals on threads with no slot
 };

@@ -38,6 +38,7 @@ struct ThreadSlot {
   std::atomic<uint32_t> stages[kMaxStageDepth] = {};
 
   std::atomic<int> in_handler{0};
+  int64_t last_sample_cpu_ns = 0;  // handler-only: thread CPU time at the previous sample
   // Counters the handler and the thread bump; the collector reports them.
   std::atomic<uint64_t> samples_taken{0};
   std::atomic<uint64_t> dropped_ring{0};

@@ -121,12 +121,12 @@ TEST(Runtime, ForkedWorkersEachWriteTheirOwnProfile) {
     if (p.role == "worker") {
       workers.insert(p.worker);
       // 300 ms of CPU in "work" at 100 Hz; none of the parent's samples.
-      EXPECT_GT(by_stage["work"], 20) << p.file;
+      EXPECT_GT(by_stage["work"], 24) << p.file;
       EXPECT_EQ(by_stage["main_work"], 0) << p.file;
       EXPECT_EQ(p.ppid, run.profile.processes[0].role == "main" ? run.profile.processes[0].pid
                                                                  : p.ppid);
     } else {
-      EXPECT_GT(by_stage["main_work"], 10);
+      EXPECT_GT(by_stage["main_work"], 15);  // 200 ms of CPU at 100 Hz
       EXPECT_EQ(by_stage["work"], 0);
     }
   }
@@ -237,7 +237,7 @@ TEST(Runtime, SigtermWithoutAHandlerStillEndsTheProfileCleanly) {
   const Process& p = run.profile.processes[0];
   EXPECT_TRUE(p.complete);
   EXPECT_EQ(p.end_reason, "signal 15");
-  EXPECT_GT(CpuSamplesByStage(run.profile)["spin"], 30);
+  EXPECT_GT(CpuSamplesByStage(run.profile)["spin"], 5);  // ~1 s of wall time, CPU as it gets
 }
 
 TEST(Runtime, ProgramsOwnSigtermHandlerIsHonoured) {
