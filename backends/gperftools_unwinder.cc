@@ -1,0 +1,147 @@
+// "gperftools": GetStackTraceWithContext() from gperftools' libprofiler.so.0,
+// loaded with dlopen() when the unwinder is made, so neither libdlprof nor its
+// users link gperftools (or get tcmalloc) unless they ask for this backend.
+//
+// Debian's build picks its "libunwind" method, which ignores the context: it
+// unwinds from its own call site, through our handler and the kernel's signal
+// trampoline, and then through the interrupted code. Its "generic_fp" method
+// (TCMALLOC_STACKTRACE_METHOD=generic_fp) starts from the context's frame
+// pointer and leaves out the interrupted pc instead. We ask for every frame and
+// cut the result at the interrupted pc when it appears, else put the pc in
+// front, so pcs[0] is the interrupted pc either way, as with the other
+// unwinders. StackBounds are not used: gperftools takes none.
+#include <dlfcn.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <mutex>
+
+#include "backends/backend_factories.h"
+
+namespace dlprof {
+namespace {
+
+constexpr char kLibrary[] = "libprofiler.so.0";
+// int GetStackTraceWithContext(void** result, int max_depth, int skip_count,
+//                              const void* uc), a C++ symbol.
+constexpr char kSymbol[] = "_Z24GetStackTraceWithContextPPviiPKv";
+using GetStackTraceWithContextFn = int (*)(void**, int, int, const void*);
+
+// Frames between gperftools' own call site and the interrupted code: our
+// Unwind, the caller's signal handler, the kernel's trampoline, with room.
+constexpr int kHandlerFrames = 32;
+// Largest trace we ask for, kept on the (signal) stack: 2.5 KiB.
+constexpr int kBufferFrames = 320;
+
+struct Loaded {
+  GetStackTraceWithContextFn fn = nullptr;
+  std::string error;
+};
+
+// Loads the library once per process. Loading libprofiler runs its static
+// constructor, which starts gperftools' own SIGPROF profiler if CPUPROFILE
+// (or CPUPROFILESIGNAL) is set; then we refuse, unless it is already loaded
+// (the user profiles with gperftools on purpose and we only borrow its
+// unwinder).
+const Loaded& Load() {
+  static Loaded loaded;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    void* handle = dlopen(kLibrary, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    if (handle == nullptr) {
+      if (getenv("CPUPROFILE") != nullptr || getenv("CPUPROFILESIGNAL") != nullptr) {
+        loaded.error = std::string("not loading ") + kLibrary +
+                       ": CPUPROFILE/CPUPROFILESIGNAL is set and loading it would start "
+                       "gperftools' own profiler";
+        return;
+      }
+      handle = dlopen(kLibrary, RTLD_NOW | RTLD_LOCAL);
+    }
+    if (handle == nullptr) {
+      const char* why = dlerror();
+      loaded.error = std::string("cannot load ") + kLibrary + ": " + (why ? why : "unknown");
+      return;
+    }
+    // The handle is kept for the life of the process: unwinders may be in use
+    // by signal handlers until exit.
+    void* sym = dlsym(handle, kSymbol);
+    if (sym == nullptr) {
+      loaded.error = std::string(kLibrary) + " has no GetStackTraceWithContext";
+      return;
+    }
+    loaded.fn = reinterpret_cast<GetStackTraceWithContextFn>(sym);
+  });
+  return loaded;
+}
+
+class GperftoolsUnwinder : public Unwinder {
+ public:
+  explicit GperftoolsUnwinder(GetStackTraceWithContextFn fn) : fn_(fn) {}
+  const char* name() const override { return "gperftools"; }
+
+  // This function is safe to call from asynchronous signals (but is not
+  // re-entrant on one thread), as far as gperftools' chosen method is: Debian's
+  // uses libunwind (see libunwind_unwinder.cc for its limits).
+  int Unwind(const ucontext_t* uc, const StackBounds& bounds, uintptr_t* pcs,
+             int max) override {
+    (void)bounds;
+    if (uc == nullptr || pcs == nullptr || max <= 0) return 0;
+    const uintptr_t pc = ContextPc(uc);
+    void* frames[kBufferFrames];
+    const int want = std::min(max + kHandlerFrames, kBufferFrames);
+    int got = fn_(frames, want, 0, uc);
+    if (got < 0) got = 0;
+
+    int start = 0;
+    int n = 0;
+    for (int i = 0; i < got; ++i) {
+      if (reinterpret_cast<uintptr_t>(frames[i]) == pc) {
+        start = i;
+        break;
+      }
+    }
+    if (got == 0 || reinterpret_cast<uintptr_t>(frames[start]) != pc) {
+      if (pc == 0) return 0;
+      pcs[n++] = pc;  // The method walked from the context and left the pc out.
+    }
+    for (int i = start; i < got && n < max; ++i) {
+      pcs[n++] = reinterpret_cast<uintptr_t>(frames[i]);
+    }
+    return n;
+  }
+
+  // Touches gperftools' thread-local recursion guard and libunwind's caches
+  // outside any handler.
+  void PrepareThread() override {
+    void* frames[8];
+    ucontext_t uc;
+    if (getcontext(&uc) == 0) fn_(frames, 8, 0, &uc);
+  }
+
+ private:
+  GetStackTraceWithContextFn fn_;
+};
+
+}  // namespace
+
+bool ProbeGperftoolsUnwinder(std::string* note) {
+  const Loaded& loaded = Load();
+  if (loaded.fn == nullptr) {
+    *note = loaded.error;
+    return false;
+  }
+  *note = std::string("GetStackTraceWithContext from ") + kLibrary +
+          " (dlopen'ed; its method is chosen by TCMALLOC_STACKTRACE_METHOD)";
+  return true;
+}
+
+std::unique_ptr<Unwinder> NewGperftoolsUnwinder(std::string* error) {
+  const Loaded& loaded = Load();
+  if (loaded.fn == nullptr) {
+    if (error != nullptr) *error = loaded.error;
+    return nullptr;
+  }
+  return std::make_unique<GperftoolsUnwinder>(loaded.fn);
+}
+
+}  // namespace dlprof

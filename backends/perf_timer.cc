@@ -1,0 +1,150 @@
+// "perf": one perf_event task-clock counter per thread that signals the thread
+// itself every 1/hz seconds of its CPU time.
+//
+// The kernel runs a task-clock sampling event on an hrtimer that only ticks
+// while the thread is on a CPU, so it is not capped by the scheduler tick the
+// way POSIX CPU timers and setitimer are (CONFIG_HZ, 250 on Debian). An enabled
+// sampling event whose fd has O_ASYNC raises its signal on every overflow with
+// no ring buffer mapped and no PERF_EVENT_IOC_REFRESH (__perf_event_overflow
+// sets pending_kill on each one; checked by the fidelity tests), so the
+// handler makes no syscall. F_SETOWN_EX with F_OWNER_TID sends the signal to
+// the sampled thread, not to the process.
+//
+// User mode only (exclude_kernel=1), on purpose. A tick that lands while the
+// thread is inside a syscall would queue the signal there, and a pending
+// signal makes nanosleep, poll, epoll_wait and select fail with EINTR even
+// under SA_RESTART: the profiler would change the program (measured: a few
+// EINTR per second at 1000 Hz with exclude_kernel=0). With exclude_kernel=1
+// the signal is only raised in user mode, before the thread can block. Time
+// spent in the kernel is not lost: the core weighs each sample by the thread
+// CPU time since the previous one (CpuTimeWeighted()), so the syscall's CPU
+// goes to the next user-mode sample, whose stack is the syscall's caller.
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/perf_event.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+
+#include "backends/backend_factories.h"
+
+namespace dlprof {
+namespace {
+
+int PerfEventOpen(perf_event_attr* attr, pid_t tid) {
+  return static_cast<int>(
+      syscall(SYS_perf_event_open, attr, tid, /*cpu=*/-1, /*group_fd=*/-1, PERF_FLAG_FD_CLOEXEC));
+}
+
+// Opens a disabled, user-mode-only task-clock sampling event on `tid`; -1 and
+// errno on failure.
+int OpenTaskClock(pid_t tid, uint64_t period_ns) {
+  perf_event_attr attr;
+  memset(&attr, 0, sizeof(attr));
+  attr.size = sizeof(attr);
+  attr.type = PERF_TYPE_SOFTWARE;
+  attr.config = PERF_COUNT_SW_TASK_CLOCK;
+  attr.sample_period = period_ns;
+  attr.disabled = 1;
+  attr.inherit = 0;  // Threads and children the thread creates get their own.
+  attr.exclude_kernel = 1;  // See the file comment.
+  attr.exclude_hv = 1;
+  return PerfEventOpen(&attr, tid);
+}
+
+std::string Errno(const char* what, int err) { return std::string(what) + ": " + strerror(err); }
+
+class PerfTimerSource : public TimerSource {
+ public:
+  const char* name() const override { return "perf"; }
+  bool PerThread() const override { return true; }
+  std::string note() const override {
+    return "perf task-clock per thread, signals in user mode (kernel time weighed in)";
+  }
+  bool CpuTimeWeighted() const override { return true; }
+
+  bool Start(int signo, int hz, std::string* error) override {
+    if (hz <= 0 || hz > 100000) {
+      *error = "perf: hz must be in [1, 100000], got " + std::to_string(hz);
+      return false;
+    }
+    signo_ = signo;
+    period_ns_ = 1000000000ull / static_cast<uint64_t>(hz);
+    // Open (and close) one event on this thread now, so that a kernel or
+    // sandbox that refuses perf events (perf_event_paranoid=3, seccomp, no
+    // CONFIG_PERF_EVENTS) is found here and "auto" can fall back.
+    const int fd = OpenTaskClock(CurrentTid(), period_ns_);
+    if (fd < 0) {
+      *error = Errno("perf: perf_event_open(task-clock)", errno);
+      return false;
+    }
+    close(fd);
+    started_ = true;
+    return true;
+  }
+
+  bool ArmThread(pid_t tid, ThreadTimer* t, std::string* error) override {
+    if (!started_) {
+      *error = "perf: not started";
+      return false;
+    }
+    if (t->armed) return true;
+    const int fd = OpenTaskClock(tid, period_ns_);
+    if (fd < 0) {
+      *error = Errno("perf: perf_event_open", errno);
+      return false;
+    }
+    f_owner_ex owner;
+    owner.type = F_OWNER_TID;
+    owner.pid = tid;
+    const int flags = fcntl(fd, F_GETFL);
+    if (fcntl(fd, F_SETOWN_EX, &owner) != 0 || fcntl(fd, F_SETSIG, signo_) != 0 || flags < 0 ||
+        fcntl(fd, F_SETFL, flags | O_ASYNC) != 0 ||
+        ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) != 0) {
+      const int err = errno;
+      close(fd);
+      *error = Errno("perf: arming the event", err);
+      return false;
+    }
+    t->fd = fd;
+    t->armed = true;
+    return true;
+  }
+
+  void DisarmThread(ThreadTimer* t) override {
+    if (t->fd >= 0) {
+      // Disable first: close() alone leaves the event counting until the last
+      // reference goes, and a forked child may still hold one.
+      ioctl(t->fd, PERF_EVENT_IOC_DISABLE, 0);
+      close(t->fd);
+    }
+    t->fd = -1;
+    t->armed = false;
+  }
+
+  // Per-thread events live in the callers' ThreadTimer slots, which disarm
+  // them; closing them here as well would close reused fd numbers.
+  void Stop() override { started_ = false; }
+
+  void ForgetInherited(ThreadTimer* t) override {
+    // The fd shares its open file with the parent's: disabling it or clearing
+    // O_ASYNC would stop the parent's samples. Dropping our reference is all.
+    if (t->fd >= 0) close(t->fd);
+    t->fd = -1;
+    t->armed = false;
+  }
+
+ private:
+  int signo_ = 0;
+  uint64_t period_ns_ = 0;
+  std::atomic<bool> started_{false};
+};
+
+}  // namespace
+
+std::unique_ptr<TimerSource> NewPerfTimerSource() { return std::make_unique<PerfTimerSource>(); }
+
+}  // namespace dlprof
