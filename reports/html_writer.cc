@@ -205,10 +205,10 @@ json FlameJson(const Profile& p) {
     } else if (s.wall_ns > 0) {
       // Wall ticks: where the threads' time goes, on and off CPU, in µs.
       uint32_t node = AddPath(p, s, &wall);
-      if (s.on_cpu)
-        node = wall.Child(node, "[on-cpu]", kPseudo);
-      else if (s.stack >= p.stacks.size() || p.stacks[s.stack].empty())
-        node = wall.Child(node, "[off-cpu]", kPseudo);
+      // The runtime's pseudo frame ("[off-cpu: read]") says where, when it has one.
+      if (s.stack >= p.stacks.size() || p.stacks[s.stack].empty()) {
+        node = wall.Child(node, s.on_cpu ? "[on-cpu]" : "[off-cpu]", kPseudo);
+      }
       wall.AddSelf(node, s.process, std::max<int64_t>(1, s.wall_ns / 1000));
     }
   }

@@ -143,8 +143,10 @@
       stats.appendChild(el("li", { className: "stat" }, el("span", { className: "v", text: value }),
                            el("span", { className: "k", text: key })));
     }
-    stat(pct(v.data_wait_fraction), v.basis === "buffers" ? "consumer buffer empty"
-                                                           : "of step time waiting for data");
+    if (v.basis !== "none") {
+      stat(pct(v.data_wait_fraction), v.basis === "buffers" ? "of the time the consumer's buffer was empty"
+                                                             : "of step time waiting for data");
+    }
     if (s.count > 0) {
       stat(secs(s.median_s), "median step (" + num(s.count) + " steps)");
       stat(secs(s.data_wait_median_s), "median data wait per step");
@@ -156,7 +158,7 @@
       stat(fixed(v.worker_imbalance, 2) + "×", "slowest worker (" + v.slowest_worker +
            ") vs mean throughput");
     }
-    body.appendChild(stats);
+    if (stats.children.length) body.appendChild(stats);
 
     var cols = el("div", { className: "cols" });
     var ev = el("div", null, el("h3", { text: "Evidence" }));
@@ -268,49 +270,66 @@
         text: "No buffers recorded: dlprof_buffer_create / dlprof::Buffer report a queue's size." }));
       return;
     }
-    var W = chartWidth(box), H = 220, L = 44, R = 10, T = 10, B = 30;
+    // Small multiples: one row per buffer on a shared time axis, each filled
+    // to its share of capacity, so that empty and full stretches stand out.
+    var MAX_ROWS = 24;
+    var shown = bufs.slice(0, MAX_ROWS);
+    var W = chartWidth(box), L = 10, R = 10, LABEL = 16, ROW = 40, GAP = 8, B = 24;
+    var H = shown.length * (LABEL + ROW + GAP) + B;
     var tmax = data.duration_s || 0;
-    bufs.forEach(function (b) {
+    shown.forEach(function (b) {
       var p = b.points || [];
       if (p.length) tmax = Math.max(tmax, p[p.length - 2]);
     });
     if (!(tmax > 0)) tmax = 1;
     var x = function (t) { return L + (W - L - R) * Math.max(0, t) / tmax; };
-    var y = function (f) { return T + (H - T - B) * (1 - f); };
     var g = svg("svg", { width: W, height: H, viewBox: "0 0 " + W + " " + H, role: "img",
                          "aria-label": "Buffer occupancy over time, as a share of capacity" });
     var axis = svg("g", { className: "axis" });
-    [0, 0.25, 0.5, 0.75, 1].forEach(function (f) {
-      axis.appendChild(svg("line", { x1: L, x2: W - R, y1: y(f), y2: y(f) }));
-      axis.appendChild(svg("text", { x: L - 6, y: y(f) + 4, "text-anchor": "end", text: pct(f) }));
-    });
     niceTicks(tmax, Math.max(2, Math.floor((W - L - R) / 90))).forEach(function (t) {
       if (t > tmax * 1.0001) return;
-      axis.appendChild(svg("text", { x: x(t), y: H - B + 16, "text-anchor": "middle", text: secs(t) }));
+      axis.appendChild(svg("line", { x1: x(t), x2: x(t), y1: 0, y2: H - B }));
+      axis.appendChild(svg("text", { x: x(t), y: H - B + 16, "text-anchor": t === 0 ? "start" : "middle", text: secs(t) }));
     });
     g.appendChild(axis);
-    var legend = el("ul", { className: "legend" });
-    bufs.forEach(function (b, i) {
+    shown.forEach(function (b, i) {
       var color = PALETTE[i % PALETTE.length];
       var p = b.points || [];
       var cap = b.capacity;
       if (!(cap > 0)) { cap = 0; for (var k = 1; k < p.length; k += 2) cap = Math.max(cap, p[k]); cap = cap || 1; }
-      var d = "";
-      for (var j = 0; j < p.length; j += 2) {
-        var px = x(p[j]).toFixed(1), py = y(Math.min(1, p[j + 1] / cap)).toFixed(1);
-        // Sizes hold until the next snapshot: draw steps, not slopes.
-        d += j === 0 ? "M" + px + " " + py : "H" + px + "V" + py;
+      var top = i * (LABEL + ROW + GAP) + LABEL, bottom = top + ROW;
+      var y = function (v) { return bottom - ROW * Math.min(1, v / cap); };
+      var row = svg("g", { className: "buffer-row", "data-name": b.name });
+      // As much of the label as fits the row (the table below has it all).
+      var parts = [b.name, procLabel(b.process), "capacity " + b.capacity,
+                   "mean " + pct(b.mean_occupancy || 0) + ", empty " + pct(b.empty_fraction || 0) +
+                   ", full " + pct(b.full_fraction || 0)];
+      var label = parts[0], fits = Math.floor((W - L - R) / 6.8);
+      for (var q = 1; q < parts.length && label.length + 3 + parts[q].length <= fits; q++) {
+        label += " · " + parts[q];
       }
-      if (p.length) d += "H" + x(tmax).toFixed(1);
-      var name = b.name + " · " + procLabel(b.process);
-      var line = svg("path", { d: d, fill: "none", stroke: color, "stroke-width": 1.6,
-                               className: "buffer-line" },
-                     svg("title", { text: name + " (capacity " + b.capacity + ")" }));
-      g.appendChild(line);
-      legend.appendChild(el("li", null, el("span", { className: "swatch", style: "background:" + color }), name));
+      if (label.length > fits) label = label.slice(0, Math.max(1, fits - 1)) + "…";
+      row.appendChild(svg("text", { x: L, y: top - 4, className: "row-label", text: label }));
+      row.appendChild(svg("rect", { x: L, y: top, width: W - L - R, height: ROW, className: "row-bg" }));
+      var d = "", px0 = null;
+      for (var j = 0; j < p.length; j += 2) {
+        var px = x(p[j]).toFixed(1), py = y(p[j + 1]).toFixed(1);
+        // Sizes hold until the next snapshot: steps, not slopes.
+        if (j === 0) { d = "M" + px + " " + bottom + "V" + py; px0 = px; }
+        else d += "H" + px + "V" + py;
+      }
+      if (px0 !== null) {
+        d += "H" + x(tmax).toFixed(1);
+        row.appendChild(svg("path", { d: d + "V" + bottom + "Z", fill: color, "fill-opacity": 0.3, stroke: "none" }));
+        row.appendChild(svg("path", { d: d, fill: "none", stroke: color, "stroke-width": 1.4, className: "buffer-line" },
+                            svg("title", { text: b.name + " · " + procLabel(b.process) + " (capacity " + b.capacity + ")" })));
+      }
+      g.appendChild(row);
     });
     box.appendChild(g);
-    box.appendChild(legend);
+    if (bufs.length > shown.length) {
+      box.appendChild(el("p", { className: "muted", text: (bufs.length - shown.length) + " more buffers in the table below." }));
+    }
     tbox.appendChild(table([
       { h: "Buffer", cls: "name", v: function (b) { return b.name; } },
       { h: "Process", v: function (b) { return procLabel(b.process); } },
@@ -635,6 +654,8 @@
           params.push(k + "=" + encodeURIComponent(state[k]));
         }
       });
+      // A plain anchor ("#flame") is left alone so that the browser scrolls to it.
+      if (!params.length && location.hash.indexOf("=") < 0) return;
       try { history.replaceState(null, "", params.length ? "#" + params.join("&") : location.pathname + location.search); }
       catch (e) { /* some file:// contexts refuse; the state still applies */ }
     }
