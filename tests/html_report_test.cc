@@ -165,7 +165,7 @@ TEST(HtmlReport, ScreenshotAtDesktopWidth) {
 // 390 px frame; the report inside it tells the frame how wide it laid out.
 TEST(HtmlReport, FitsPhoneWidth) {
   REQUIRE_CHROMIUM();
-  const std::string html = ProfileAndReport({"mix", "300"}, "light").html;
+  const std::string html = ProfileAndReport({"steps", "12"}, "light").html;
   const std::string dir = html.substr(0, html.rfind('/'));
   std::string page = ReadFile(html);
   const std::string probe =
@@ -329,6 +329,75 @@ TEST(HtmlReport, HostileNamesShowAsText) {
           "&lt;/script&gt;&lt;script&gt;alert(1)&lt;/script&gt; \"double\" 'single'\nnext line"),
       std::string::npos);
   EXPECT_NE(b.dom.find("&lt;/script&gt;&lt;script&gt;alert(4)&lt;/script&gt;"), std::string::npos);
+}
+
+// The page's data: the JSON inside <script id="dlprof-data">.
+nlohmann::json PageData(const std::string& page) {
+  const std::string open = "<script type=\"application/json\" id=\"dlprof-data\">";
+  size_t at = page.find(open);
+  if (at == std::string::npos) return nullptr;
+  at += open.size();
+  return nlohmann::json::parse(page.substr(at, page.find("</script>", at) - at));
+}
+
+// 40,000 distinct call paths: the flame graph keeps the 20,000 heaviest
+// frames, folds the rest into their callers (no sample lost), and says so.
+TEST(HtmlReport, BigFlameGraphIsCappedAndSaysSo) {
+  Profile p;
+  Process proc;
+  proc.pid = 7;
+  proc.start_ns = 1;
+  proc.end_ns = 1000000000;
+  p.processes.push_back(proc);
+  auto fn = [&](const std::string& name, uint64_t offset) {
+    Location loc;
+    loc.module = "/bin/big";
+    loc.module_offset = offset;
+    loc.frames.push_back({name, "", 0});
+    return p.InternLocation(loc);
+  };
+  int64_t total = 0;
+  for (int caller = 0; caller < 200; ++caller) {
+    uint32_t c = fn("caller" + std::to_string(caller), caller);
+    for (int leaf = 0; leaf < 200; ++leaf) {
+      uint32_t l = fn("leaf" + std::to_string(caller) + "_" + std::to_string(leaf),
+                      1000000 + caller * 1000 + leaf);
+      Sample s;
+      s.stack = p.InternStack({l, c});  // leaf first
+      s.count = 1 + (leaf % 7);
+      s.time_ns = 2 + leaf;
+      total += s.count;
+      p.samples.push_back(s);
+    }
+  }
+  const std::string page = MakeHtmlWriter()->Render(p, Analyze(p));
+  EXPECT_LT(page.size(), 4u << 20) << "report.html is too large for 40k call paths";
+  nlohmann::json data = PageData(page);
+  ASSERT_TRUE(data.is_object());
+  const nlohmann::json& cpu = data["flame"][0];
+  EXPECT_EQ(cpu["id"], "cpu");
+  EXPECT_EQ(cpu["parent"].size(), 20000u);
+  EXPECT_EQ(cpu["truncated"], true);
+  EXPECT_EQ(cpu["nodes_before_cut"], 1u + 200 + 200 * 200);
+  int64_t kept = 0;
+  for (const auto& self : cpu["self"]) {
+    for (size_t i = 1; i < self.size(); i += 2) kept += self[i].get<int64_t>();
+  }
+  EXPECT_EQ(kept, total);
+  EXPECT_EQ(cpu["total"], total);
+  // Parents come before their children.
+  for (size_t i = 1; i < cpu["parent"].size(); ++i) {
+    ASSERT_LT(cpu["parent"][i].get<int64_t>(), static_cast<int64_t>(i));
+  }
+
+  REQUIRE_CHROMIUM();
+  const std::string dir = MakeTempDir("dlprof-html-big");
+  WriteFileOrThrow(dir + "/report.html", page);
+  BrowserResult b = LoadPage("file://" + dir + "/report.html");
+  ASSERT_TRUE(b.ran) << b.log;
+  EXPECT_TRUE(b.console.empty()) << Joined(b.console);
+  EXPECT_NE(HtmlTag(b.dom).find("data-dlprof-ready=\"1\""), std::string::npos);
+  EXPECT_NE(b.dom.find("keeps the heaviest 20,000 of 40,201 frames"), std::string::npos);
 }
 
 }  // namespace

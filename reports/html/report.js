@@ -187,8 +187,9 @@
     var step = [1, 2, 2.5, 5, 10].map(function (m) { return m * mag; })
                                  .filter(function (x) { return x >= raw; })[0] || raw;
     var ticks = [];
-    for (var t = 0; t <= max * 1.0001; t += step) ticks.push(t);
-    if (ticks[ticks.length - 1] < max) ticks.push(ticks[ticks.length - 1] + step);
+    // Multiples, not sums, of the step: 10 × 0.1 is 1, not 0.9999999.
+    for (var i = 0; i * step <= max * 1.0001; i++) ticks.push(+(i * step).toPrecision(12));
+    if (ticks[ticks.length - 1] < max) ticks.push(+(ticks.length * step).toPrecision(12));
     return ticks;
   }
   function chartWidth(container) {
@@ -289,7 +290,8 @@
     niceTicks(tmax, Math.max(2, Math.floor((W - L - R) / 90))).forEach(function (t) {
       if (t > tmax * 1.0001) return;
       axis.appendChild(svg("line", { x1: x(t), x2: x(t), y1: 0, y2: H - B }));
-      axis.appendChild(svg("text", { x: x(t), y: H - B + 16, "text-anchor": t === 0 ? "start" : "middle", text: secs(t) }));
+      var anchor = t === 0 ? "start" : x(t) > W - R - 30 ? "end" : "middle";
+      axis.appendChild(svg("text", { x: x(t), y: H - B + 16, "text-anchor": anchor, text: secs(t) }));
     });
     g.appendChild(axis);
     shown.forEach(function (b, i) {
@@ -412,6 +414,8 @@
     var maxWall = 0;
     stages.forEach(function (s) { maxWall = Math.max(maxWall, s.self_wall_s > 0 ? s.self_wall_s : s.self_cpu_s); });
     var bottleneck = (data.verdict || {}).bottleneck_stage;
+    var hasWall = stages.some(function (s) { return s.self_wall_s > 0 || s.total_wall_s > 0; });
+    var dash = function () { return "–"; };
     box.appendChild(table([
       { h: "Stage", cls: "name", v: function (s) { return s.name; },
         cell: function (s) {
@@ -425,13 +429,14 @@
         title: "data: feeds the training loop; model: the training loop's own work" },
       { h: "Processes", v: function (s) { return (s.pids || []).length; },
         f: null, cell: function (s) { return pidsLabel(s.pids); } },
-      { h: "Self wall", num: true, v: function (s) { return s.self_wall_s; }, f: secs,
+      // CPU-only inputs (gperftools, pprof) have no wall clock: "–", not 0.
+      { h: "Self wall", num: true, v: function (s) { return s.self_wall_s; }, f: hasWall ? secs : dash,
         bar: function (s) { return maxWall > 0 ? (s.self_wall_s > 0 ? s.self_wall_s : s.self_cpu_s) / maxWall : 0; } },
       { h: "Self CPU", num: true, v: function (s) { return s.self_cpu_s; }, f: secs },
-      { h: "Total wall", num: true, v: function (s) { return s.total_wall_s; }, f: secs },
+      { h: "Total wall", num: true, v: function (s) { return s.total_wall_s; }, f: hasWall ? secs : dash },
       { h: "Total CPU", num: true, v: function (s) { return s.total_cpu_s; }, f: secs },
-      { h: "On-CPU", num: true, v: function (s) { return 1 - s.offcpu_fraction; }, f: pct },
-      { h: "Off-CPU", num: true, v: function (s) { return s.offcpu_fraction; }, f: pct },
+      { h: "On-CPU", num: true, v: function (s) { return 1 - s.offcpu_fraction; }, f: hasWall ? pct : dash },
+      { h: "Off-CPU", num: true, v: function (s) { return s.offcpu_fraction; }, f: hasWall ? pct : dash },
       { h: "Mostly blocked in", v: function (s) { return s.top_blocking_call || ""; },
         f: function (c) { return c ? c + "()" : ""; } },
       { h: "Self samples", num: true, v: function (s) { return s.self_samples; }, f: num }
