@@ -49,10 +49,24 @@ int64_t Covers(const Sample& s, const Process& p) {
   return ns;
 }
 
-// Stage spans of one thread derived from its samples: runs of consecutive
-// samples with the same stage path become nested spans, one per path level. A
-// gap of more than twice a sample's period ends every open span.
-void SpansFromSamples(const Profile& p, const std::vector<const Sample*>& samples, Track* track) {
+// Stage spans of one thread derived from its samples, CPU samples and wall
+// ticks merged in time order: the CPU samples resolve short stages while the
+// thread runs, the wall ticks carry it through off-CPU stretches. Runs of
+// consecutive samples with the same stage path become nested spans, one per
+// path level. A gap of more than twice the sampling period (the wall tick's
+// where the thread has them) ends every open span.
+void SpansFromSamples(const Profile& p, std::vector<const Sample*> samples, Track* track) {
+  std::stable_sort(samples.begin(), samples.end(),
+                   [](const Sample* x, const Sample* y) { return x->time_ns < y->time_ns; });
+  std::vector<int64_t> ticks;
+  for (const Sample* s : samples) {
+    if (s->kind == SampleKind::kWall && s->wall_ns > 0) ticks.push_back(s->wall_ns);
+  }
+  int64_t tick = 0;
+  if (!ticks.empty()) {
+    std::nth_element(ticks.begin(), ticks.begin() + ticks.size() / 2, ticks.end());
+    tick = ticks[ticks.size() / 2];
+  }
   struct Open {
     uint32_t stage;
     int64_t begin;
@@ -80,7 +94,7 @@ void SpansFromSamples(const Profile& p, const std::vector<const Sample*>& sample
     const int64_t covers = Covers(*s, proc);
     int64_t from = s->time_ns - covers;
     if (last != INT64_MIN) {
-      if (s->time_ns - last > 2 * covers) {
+      if (s->time_ns - last > 2 * std::max(covers, tick)) {
         close_from(0, last);
       } else {
         from = last;
@@ -149,19 +163,13 @@ class TraceWriter : public ReportWriter {
         track(iv.process, iv.tid, 0).spans.push_back(std::move(s));
       }
     }
-    std::map<std::pair<uint32_t, uint32_t>, std::vector<const Sample*>> cpu, wall;
+    std::map<std::pair<uint32_t, uint32_t>, std::vector<const Sample*>> by_thread;
     for (const Sample& s : p.samples) {
       if (s.process >= p.processes.size() || has_stage_events.count({s.process, s.tid})) continue;
-      (s.kind == SampleKind::kWall ? wall : cpu)[{s.process, s.tid}].push_back(&s);
+      by_thread[{s.process, s.tid}].push_back(&s);
     }
-    // Wall ticks cover a thread on and off CPU; CPU samples only while it runs.
-    for (auto* by_thread : {&wall, &cpu}) {
-      for (auto& [key, samples] : *by_thread) {
-        if (by_thread == &cpu && wall.count(key)) continue;
-        std::stable_sort(samples.begin(), samples.end(),
-                         [](const Sample* x, const Sample* y) { return x->time_ns < y->time_ns; });
-        SpansFromSamples(p, samples, &track(key.first, key.second, 0));
-      }
+    for (auto& [key, samples] : by_thread) {
+      SpansFromSamples(p, std::move(samples), &track(key.first, key.second, 0));
     }
 
     // Steps and data waits, numbered per thread in time order.
