@@ -331,6 +331,73 @@ TEST(HtmlReport, HostileNamesShowAsText) {
   EXPECT_NE(b.dom.find("&lt;/script&gt;&lt;script&gt;alert(4)&lt;/script&gt;"), std::string::npos);
 }
 
+// Clicking a frame zooms to it: its siblings leave, it spans the width, its
+// callers stay above it; "Reset zoom" brings the whole graph back.
+TEST(HtmlReport, ClickZoomsIntoAFrame) {
+  REQUIRE_CHROMIUM();
+  Profile p;
+  Process proc;
+  proc.pid = 11;
+  proc.start_ns = 1;
+  proc.end_ns = 1000000000;
+  p.processes.push_back(proc);
+  auto loc = [&](const std::string& name, uint64_t offset) {
+    Location l;
+    l.module = "/bin/zoom";
+    l.module_offset = offset;
+    l.frames.push_back({name, "", 0});
+    return p.InternLocation(l);
+  };
+  const uint32_t main_fn = loc("main", 1), left = loc("left", 2), right = loc("right", 3);
+  const uint32_t left_leaf = loc("left_leaf", 4), right_leaf = loc("right_leaf", 5);
+  const uint32_t path = p.InternStagePath({p.InternStage("load")});
+  for (int i = 0; i < 40; ++i) {
+    Sample s;
+    s.stage_path = path;
+    s.stack = i < 30 ? p.InternStack({left_leaf, left, main_fn})
+                     : p.InternStack({right_leaf, right, main_fn});
+    s.time_ns = 1 + i;
+    p.samples.push_back(s);
+  }
+  std::string page = MakeHtmlWriter()->Render(p, Analyze(p));
+  const std::string probe = R"(<script>
+document.addEventListener("DOMContentLoaded", function () {
+  function names() {
+    return Array.prototype.map.call(document.querySelectorAll(".fg-node"),
+                                    function (g) { return g.getAttribute("data-name"); }).join(",");
+  }
+  function width(name) {
+    var g = document.querySelector('.fg-node[data-name="' + name + '"] rect');
+    return g ? Math.round(Number(g.getAttribute("width"))) : -1;
+  }
+  var out = ["before=" + names()];
+  document.querySelector('.fg-node[data-name="left"] rect')
+      .dispatchEvent(new MouseEvent("click", { bubbles: true }));
+  out.push("zoomed=" + names(), "left=" + width("left"), "all=" + width("all"));
+  document.getElementById("fg-reset").click();
+  out.push("reset=" + names());
+  document.documentElement.setAttribute("data-probe", out.join(" "));
+});
+</script>)";
+  page.insert(page.find("<head>") + 6, probe);
+  const std::string dir = MakeTempDir("dlprof-html-zoom");
+  WriteFileOrThrow(dir + "/report.html", page);
+  BrowserResult b = LoadPage("file://" + dir + "/report.html");
+  ASSERT_TRUE(b.ran) << b.log;
+  EXPECT_TRUE(b.console.empty()) << Joined(b.console);
+  const std::string tag = HtmlTag(b.dom);
+  EXPECT_NE(tag.find("before=all,load,main,left,left_leaf,right,right_leaf "), std::string::npos)
+      << tag;
+  // The zoomed frame is as wide as the root above it.
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(tag, m, std::regex(R"(zoomed=(\S+) left=(\d+) all=(\d+))"))) << tag;
+  EXPECT_EQ(m[1], "all,load,main,left,left_leaf");
+  EXPECT_EQ(m[2], m[3]);
+  EXPECT_GT(std::stoi(m[2]), 500);
+  EXPECT_NE(tag.find("reset=all,load,main,left,left_leaf,right,right_leaf\""), std::string::npos)
+      << tag;
+}
+
 // The page's data: the JSON inside <script id="dlprof-data">.
 nlohmann::json PageData(const std::string& page) {
   const std::string open = "<script type=\"application/json\" id=\"dlprof-data\">";
