@@ -155,8 +155,8 @@
     var st = (data.stages || []).filter(function (x) { return x.name === v.bottleneck_stage; })[0];
     if (st) stat(pct(st.offcpu_fraction), "of '" + st.name + "' off-CPU");
     if (v.slowest_worker >= 0 && v.worker_imbalance > 0) {
-      stat(fixed(v.worker_imbalance, 2) + "×", "slowest worker (" + v.slowest_worker +
-           ") vs mean throughput");
+      stat(fixed(v.worker_imbalance, 2) + "×", "worker imbalance (slowest: worker " +
+           v.slowest_worker + ")");
     }
     if (stats.children.length) body.appendChild(stats);
 
