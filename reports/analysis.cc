@@ -363,6 +363,7 @@ void DecideVerdict(const Profile& profile, bool has_steps, Analysis* a) {
                          Pct(consumer->full_fraction) + " of the time, mean occupancy " +
                          Pct(consumer->mean_occupancy) + ".");
   }
+  if (v.basis == "none") return;  // nothing to judge; the evidence says what to add
   if (!v.input_bound) {
     v.advice.push_back("The input pipeline keeps up: the training step itself is the place to "
                        "optimise" + std::string(consumer && consumer->full_fraction > 0.5

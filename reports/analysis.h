@@ -80,7 +80,8 @@ struct Verdict {
   std::string basis;              // what the verdict rests on (steps, buffers)
   std::vector<std::string> advice;
   std::vector<std::string> evidence;  // the sentences that justify it
-  // Workers: the slowest worker's throughput relative to the mean (1 = even).
+  // Workers: the slowest worker's self time in the bottleneck stage divided by
+  // the other workers' mean (1 = even); 0 when not measured.
   double worker_imbalance = 0;
   int slowest_worker = -1;
 };

@@ -84,12 +84,14 @@ po::variables_map Parse(const std::vector<std::string>& args, const po::options_
   return vm;
 }
 
-void MakeDir(const std::string& dir) {
+// Creates `dir` and its missing parents; the last level gets `leaf_mode`.
+void MakeDir(const std::string& dir, mode_t leaf_mode = 0755) {
   std::string partial;
   for (size_t i = 0; i <= dir.size(); ++i) {
     if (i == dir.size() || dir[i] == '/') {
       partial = dir.substr(0, i);
-      if (!partial.empty() && mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST) {
+      mode_t mode = i == dir.size() ? leaf_mode : 0755;
+      if (!partial.empty() && mkdir(partial.c_str(), mode) != 0 && errno != EEXIST) {
         throw std::runtime_error(partial + ": cannot create folder: " + strerror(errno));
       }
     }
@@ -251,6 +253,7 @@ int Run(const std::vector<std::string>& args) {
   }
   const std::string out = vm["output"].as<std::string>();
   const std::string lib = FindLibrary();
+  MakeDir(out, 0700);  // the runtime itself creates only the last level
   char run_id[64];
   time_t now = time(nullptr);
   struct tm tm;
