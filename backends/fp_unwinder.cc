@@ -85,8 +85,7 @@ class FpUnwinder : public Unwinder {
 
   // This function is safe to call from asynchronous signals (but is not
   // re-entrant on one thread). It does not allocate, lock or fault.
-  int Unwind(const ucontext_t* uc, const StackBounds& bounds, uintptr_t* pcs,
-             int max) override {
+  int Unwind(const ucontext_t* uc, const StackBounds& bounds, uintptr_t* pcs, int max) override {
     if (uc == nullptr || pcs == nullptr || max <= 0) return 0;
     const Regs regs = ReadRegs(uc);
     if (regs.pc == 0) return 0;
@@ -124,13 +123,9 @@ class FpUnwinder : public Unwinder {
 
 }  // namespace
 
-uintptr_t ContextPc(const ucontext_t* uc) {
-  return uc == nullptr ? 0 : ReadRegs(uc).pc;
-}
+uintptr_t ContextPc(const ucontext_t* uc) { return uc == nullptr ? 0 : ReadRegs(uc).pc; }
 
-uintptr_t ContextSp(const ucontext_t* uc) {
-  return uc == nullptr ? 0 : ReadRegs(uc).sp;
-}
+uintptr_t ContextSp(const ucontext_t* uc) { return uc == nullptr ? 0 : ReadRegs(uc).sp; }
 
 pid_t CurrentTid() { return gettid(); }
 

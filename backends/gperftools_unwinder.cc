@@ -82,8 +82,7 @@ class GperftoolsUnwinder : public Unwinder {
   // This function is safe to call from asynchronous signals (but is not
   // re-entrant on one thread), as far as gperftools' chosen method is: Debian's
   // uses libunwind (see libunwind_unwinder.cc for its limits).
-  int Unwind(const ucontext_t* uc, const StackBounds& bounds, uintptr_t* pcs,
-             int max) override {
+  int Unwind(const ucontext_t* uc, const StackBounds& bounds, uintptr_t* pcs, int max) override {
     (void)bounds;
     if (uc == nullptr || pcs == nullptr || max <= 0) return 0;
     const uintptr_t pc = ContextPc(uc);
@@ -131,7 +130,8 @@ bool ProbeGperftoolsUnwinder(std::string* note) {
     return false;
   }
   *note = std::string("GetStackTraceWithContext from ") + kLibrary +
-          " (dlopen'ed; its method is chosen by TCMALLOC_STACKTRACE_METHOD)";
+          " (dlopen'ed; method per TCMALLOC_STACKTRACE_METHOD; 200-400x slower than libunwind "
+          "here)";
   return true;
 }
 

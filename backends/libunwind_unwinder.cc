@@ -7,12 +7,12 @@
 // its libunwind 1.6 is built without --enable-per-thread-cache, so
 // UNW_CACHE_PER_THREAD silently becomes the global cache, and every step takes
 // a mutex with all signals blocked: two sigprocmask() syscalls per frame,
-// ~2.5 us per frame here (bench/unwinder_bench.cc).
+// 2-4 us per frame here (bench/unwinder_bench.cc).
 //
 //  * Fast path (x86_64, live signal frame): unw_backtrace() from inside the
 //    handler. It runs libunwind's tdep_trace(), which keeps a per-thread cache
 //    of each pc's frame layout and, once warm, reads a couple of stack words
-//    per frame with no lock and no syscall (~6 ns per frame). It starts at
+//    per frame with no lock and no syscall (~15 ns per frame). It starts at
 //    our own frame, crosses the kernel's signal frame and continues into the
 //    interrupted code; we keep what follows the interrupted pc. It does not
 //    take StackBounds: frames are found through the CFI.
@@ -56,8 +56,7 @@ class LibunwindUnwinder : public Unwinder {
 
   // This function is safe to call from asynchronous signals (but is not
   // re-entrant on one thread); see the file comment for libunwind's limits.
-  int Unwind(const ucontext_t* uc, const StackBounds& bounds, uintptr_t* pcs,
-             int max) override {
+  int Unwind(const ucontext_t* uc, const StackBounds& bounds, uintptr_t* pcs, int max) override {
     if (uc == nullptr || pcs == nullptr || max <= 0) return 0;
     const int n = FromLiveSignalFrame(uc, pcs, max);
     if (n > 0) return n;
@@ -163,9 +162,7 @@ void SetCachingPolicyOnce() {
   // Per-thread caches where libunwind was built with them (the global cache
   // takes a lock with signals blocked on every step); a no-op request on
   // Debian's build.
-  std::call_once(once, [] {
-    unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
-  });
+  std::call_once(once, [] { unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD); });
 }
 
 }  // namespace

@@ -49,7 +49,7 @@ int OpenTaskClock(pid_t tid, uint64_t period_ns) {
   attr.config = PERF_COUNT_SW_TASK_CLOCK;
   attr.sample_period = period_ns;
   attr.disabled = 1;
-  attr.inherit = 0;  // Threads and children the thread creates get their own.
+  attr.inherit = 0;         // Threads and children the thread creates get their own.
   attr.exclude_kernel = 1;  // See the file comment.
   attr.exclude_hv = 1;
   return PerfEventOpen(&attr, tid);
@@ -102,8 +102,7 @@ class PerfTimerSource : public TimerSource {
     owner.pid = tid;
     const int flags = fcntl(fd, F_GETFL);
     if (fcntl(fd, F_SETOWN_EX, &owner) != 0 || fcntl(fd, F_SETSIG, signo_) != 0 || flags < 0 ||
-        fcntl(fd, F_SETFL, flags | O_ASYNC) != 0 ||
-        ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) != 0) {
+        fcntl(fd, F_SETFL, flags | O_ASYNC) != 0 || ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) != 0) {
       const int err = errno;
       close(fd);
       *error = Errno("perf: arming the event", err);

@@ -71,9 +71,7 @@ class AutoTimerSource : public TimerSource {
     if (chosen_) chosen_->ForgetInherited(t);
   }
   // This function is safe to call from asynchronous signals.
-  int Overrun(const siginfo_t* info) const override {
-    return chosen_ ? chosen_->Overrun(info) : 0;
-  }
+  int Overrun(const siginfo_t* info) const override { return chosen_ ? chosen_->Overrun(info) : 0; }
 
  private:
   std::unique_ptr<TimerSource> chosen_;

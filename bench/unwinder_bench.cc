@@ -13,6 +13,7 @@
 // library below it (fp loses the syscall() caller and stops early in libc).
 //
 //   build-backends/bench/unwinder_bench --benchmark_min_time=0.2
+#include <benchmark/benchmark.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -23,8 +24,6 @@
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <benchmark/benchmark.h>
 
 #include "backends/unwinder.h"
 

@@ -12,6 +12,7 @@
 // printed with a "[ fidelity ]" prefix.
 #include <errno.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <linux/capability.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -34,8 +35,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "backends/backend_factories.h"
 #include "backends/timer_source.h"
@@ -122,7 +121,7 @@ enum class LeafKind { kSpin, kGarbageFramePointer, kSaveContext };
 uintptr_t g_ret[kDepth + 1];    // g_ret[L]: return address into level L + 1.
 uintptr_t g_frame[kDepth + 1];  // Frame address of level L (frame-pointer levels).
 uintptr_t g_leaf_ret;           // Return address into level 0.
-int g_no_fp_level = -1;       // Level built without frame pointer, or -1.
+int g_no_fp_level = -1;         // Level built without frame pointer, or -1.
 LeafKind g_leaf_kind = LeafKind::kSpin;
 uintptr_t g_garbage_fp = 0;
 std::atomic<bool> g_leaf_spinning{false};
@@ -264,8 +263,8 @@ struct UnwindResult {
 
 // Runs the chain on a fresh thread, interrupts it in its leaf and returns what
 // `unwinder` made of the signal context.
-UnwindResult UnwindChain(Unwinder* unwinder, BoundsTransform bounds, int no_fp_level,
-                         LeafKind leaf, uintptr_t garbage_fp = 0, int max = kMaxPcs) {
+UnwindResult UnwindChain(Unwinder* unwinder, BoundsTransform bounds, int no_fp_level, LeafKind leaf,
+                         uintptr_t garbage_fp = 0, int max = kMaxPcs) {
   InstallUnwindHandler();
   g_no_fp_level = no_fp_level;
   g_leaf_kind = leaf;
@@ -415,9 +414,12 @@ TEST_P(UnwinderTest, CorruptBoundsReturnThePcWithoutFaulting) {
     const char* name;
     BoundsTransform bounds;
   } cases[] = {
-      {"empty", EmptyBounds},        {"reversed", ReversedBounds},
-      {"tiny", TinyBounds},          {"near-null", NearNullBounds},
-      {"top-of-address-space", TopOfAddressSpaceBounds}, {"heap-block", HeapBounds},
+      {"empty", EmptyBounds},
+      {"reversed", ReversedBounds},
+      {"tiny", TinyBounds},
+      {"near-null", NearNullBounds},
+      {"top-of-address-space", TopOfAddressSpaceBounds},
+      {"heap-block", HeapBounds},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
@@ -586,12 +588,8 @@ TEST_F(FpRulesTest, StopsOnCyclesDecreasingMisalignedAndOutOfBoundsRecords) {
     size_t record;
     uintptr_t next;
   } cases[] = {
-      {"self-loop", 4, At(4)},
-      {"points-down", 10, At(4)},
-      {"misaligned", 4, At(10) + 3},
-      {"past-hi", 4, At(64)},
-      {"straddles-hi", 4, At(63)},
-      {"below-lo", 4, At(0) - 64},
+      {"self-loop", 4, At(4)}, {"points-down", 10, At(4)},  {"misaligned", 4, At(10) + 3},
+      {"past-hi", 4, At(64)},  {"straddles-hi", 4, At(63)}, {"below-lo", 4, At(0) - 64},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
@@ -869,10 +867,11 @@ void CheckFidelity(const std::string& name, int hz) {
   const double ratio = signals / expected;
   const double ratio_with_overruns = (signals + overruns) / expected;
   const double weighted_ratio = WeightedOf(b.tid) / expected;
-  std::printf("[ fidelity ] %-6s %4d Hz: cpu %.3f s, expected %.0f, signals %ld (ratio %.3f), "
-              "+overruns %ld (ratio %.3f), CPU-time weighted %.3f; %s\n",
-              name.c_str(), hz, b.cpu, expected, signals, ratio, overruns, ratio_with_overruns,
-              weighted_ratio, source->note().c_str());
+  std::printf(
+      "[ fidelity ] %-6s %4d Hz: cpu %.3f s, expected %.0f, signals %ld (ratio %.3f), "
+      "+overruns %ld (ratio %.3f), CPU-time weighted %.3f; %s\n",
+      name.c_str(), hz, b.cpu, expected, signals, ratio, overruns, ratio_with_overruns,
+      weighted_ratio, source->note().c_str());
   ::testing::Test::RecordProperty("ratio", std::to_string(ratio));
   ::testing::Test::RecordProperty("ratio_with_overruns", std::to_string(ratio_with_overruns));
   // perf gives 0.98-1.0 here even with other jobs running; POSIX timers
@@ -939,9 +938,10 @@ TEST(TimerFidelityTest, PerfWeightsCarryKernelTimeToTheNextSample) {
   const double expected = b.cpu * kHz;
   const double ratio = SignalsOf(b.tid) / expected;
   const double weighted = WeightedOf(b.tid) / expected;
-  std::printf("[ fidelity ] perf   %4d Hz, %.0f%% system time: cpu %.3f s, signals ratio %.3f, "
-              "CPU-time weighted %.3f\n",
-              kHz, system_share * 100, b.cpu, ratio, weighted);
+  std::printf(
+      "[ fidelity ] perf   %4d Hz, %.0f%% system time: cpu %.3f s, signals ratio %.3f, "
+      "CPU-time weighted %.3f\n",
+      kHz, system_share * 100, b.cpu, ratio, weighted);
   EXPECT_LT(ratio, 1.0 - system_share / 2) << "kernel ticks should raise no signal";
   EXPECT_GE(weighted, 0.9);
   EXPECT_LE(weighted, 1.1);
@@ -981,9 +981,10 @@ void CheckItimer(int hz, double min_ratio, double max_ratio) {
   }).join();
   const long signals = SignalsExcept({});
   const double ratio = signals / (cpu * hz);
-  std::printf("[ fidelity ] itimer %4d Hz: process cpu %.3f s, expected %.0f, signals %ld "
-              "(ratio %.3f)\n",
-              hz, cpu, cpu * hz, signals, ratio);
+  std::printf(
+      "[ fidelity ] itimer %4d Hz: process cpu %.3f s, expected %.0f, signals %ld "
+      "(ratio %.3f)\n",
+      hz, cpu, cpu * hz, signals, ratio);
   EXPECT_GE(ratio, min_ratio);
   EXPECT_LE(ratio, max_ratio);
 }
@@ -994,9 +995,7 @@ void CheckItimer(int hz, double min_ratio, double max_ratio) {
 // other jobs competing for the two CPUs, 0.3-1.24 and 0.07-0.30 were seen, so
 // only the order of magnitude and the cap are asserted.
 TEST(TimerFidelityTest, ItimerSignalsTheProcessAt100Hz) { CheckItimer(100, 0.2, 1.4); }
-TEST(TimerFidelityTest, ItimerIsCappedByTheSchedulerTickAt1000Hz) {
-  CheckItimer(1000, 0.02, 0.5);
-}
+TEST(TimerFidelityTest, ItimerIsCappedByTheSchedulerTickAt1000Hz) { CheckItimer(1000, 0.02, 0.5); }
 
 TEST_P(TimerSourceTest, EachOfTwoBusyThreadsArmedByTidFromAnotherThreadGetsItsOwnSignals) {
   constexpr int kHz = 1000;
@@ -1035,10 +1034,11 @@ TEST_P(TimerSourceTest, EachOfTwoBusyThreadsArmedByTidFromAnotherThreadGetsItsOw
   for (const Worker& w : workers) {
     const long samples = SignalsOf(w.tid) + OverrunsOf(w.tid);
     const double ratio = samples / (w.cpu * kHz);
-    std::printf("[ fidelity ] %-6s two threads, tid %d: cpu %.3f s, signals %ld + overruns "
-                "%ld, ratio %.3f\n",
-                GetParam().c_str(), static_cast<int>(w.tid.load()), w.cpu, SignalsOf(w.tid),
-                OverrunsOf(w.tid), ratio);
+    std::printf(
+        "[ fidelity ] %-6s two threads, tid %d: cpu %.3f s, signals %ld + overruns "
+        "%ld, ratio %.3f\n",
+        GetParam().c_str(), static_cast<int>(w.tid.load()), w.cpu, SignalsOf(w.tid),
+        OverrunsOf(w.tid), ratio);
     // POSIX timers lose samples now and then when the two workers and other
     // jobs contend for the CPUs (0.63 once in 60 runs for the shorter worker,
     // usually 0.95-1.0); perf stayed at 0.98-1.0.
@@ -1099,9 +1099,10 @@ TEST_P(TimerSourceTest, SleepingThreadIsNotSampledWhileBlocked) {
   SleepResult r;
   std::thread([&] { r = ArmSelfAndSleep(source_.get()); }).join();
   ASSERT_TRUE(r.armed) << r.error;
-  std::printf("[ fidelity ] %-6s sleeping thread: cpu %.6f s, signals %ld, EINTR %d of %d "
-              "calls\n",
-              GetParam().c_str(), r.cpu, r.signals, r.eintr, r.calls);
+  std::printf(
+      "[ fidelity ] %-6s sleeping thread: cpu %.6f s, signals %ld, EINTR %d of %d "
+      "calls\n",
+      GetParam().c_str(), r.cpu, r.signals, r.eintr, r.calls);
   EXPECT_LE(r.signals, static_cast<long>(r.cpu * kHz) + 2);
   if (GetParam() == "perf") {
     EXPECT_EQ(r.eintr, 0);
@@ -1264,8 +1265,8 @@ TEST(PerfTimerTest, NeedsNoPrivilege) {
     Burned b = ArmSelfAndBurn(perf.get(), 0.1);
     if (!b.armed) return 2;
     const double ratio = SignalsOf(b.tid) / (b.cpu * 1000);
-    std::printf("[ fidelity ] perf without capabilities, 1000 Hz: cpu %.3f s, ratio %.3f\n",
-                b.cpu, ratio);
+    std::printf("[ fidelity ] perf without capabilities, 1000 Hz: cpu %.3f s, ratio %.3f\n", b.cpu,
+                ratio);
     return ratio >= 0.8 && ratio <= 1.1 ? 0 : 3;
   });
   EXPECT_EQ(status, 0);
