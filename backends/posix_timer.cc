@@ -104,6 +104,8 @@ class PosixTimerSource : public TimerSource {
     t->armed = false;
   }
 
+  // Timers live in the callers' ThreadTimer slots, which disarm them; deleting
+  // them here as well would delete ids the process may have reused.
   void Stop() override { started_ = false; }
 
   // fork() does not copy POSIX timers; the id means nothing in the child (and
