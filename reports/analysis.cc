@@ -409,10 +409,27 @@ void DecideVerdict(const Profile& profile, bool has_steps, Analysis* a) {
                          " of it.");
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (v.bottleneck_role == "worker") {
-      v.advice.push_back("'" + best->name + "' is compute-bound in the workers: add workers if "
-                         "cores are free (" + std::to_string(best->processes) + " workers on " +
-                         std::to_string(cores) + " cores here), or make '" + best->name +
-                         "' cheaper.");
+      std::string rates;
+      if (steps.count > 0 && steps.mean_s > 0 && steps.data_wait_fraction < 0.95) {
+        // The pipeline delivers one batch per step; without the wait the loop
+        // would take one per (1 - wait) of a step. Workers scale that rate
+        // while cores last.
+        const double delivered = 1 / steps.mean_s;
+        const double wanted = delivered / (1 - steps.data_wait_fraction);
+        const int needed = static_cast<int>(std::ceil(best->processes * wanted / delivered));
+        rates = Fmt("%.0f workers deliver %.1f batches/s, the loop could take %.1f/s: about ",
+                    best->processes, delivered, wanted) +
+                std::to_string(needed) + " workers" +
+                (needed > cores ? " (more than the " + std::to_string(cores) + " cores here)" : "") +
+                Fmt(", or a %.1fx faster '", wanted / delivered) + best->name +
+                "', would remove the wait.";
+      }
+      v.advice.push_back("'" + best->name + "' is compute-bound in the workers (" +
+                         std::to_string(best->processes) + " workers on " + std::to_string(cores) +
+                         " cores here). " +
+                         (rates.empty() ? "Add workers if cores are free, or make '" + best->name +
+                                              "' cheaper."
+                                        : rates));
     } else {
       v.advice.push_back("'" + best->name + "' runs in the training process and blocks it: move "
                          "it to worker processes, or make it cheaper.");
