@@ -42,10 +42,11 @@ class VerdictTest : public ::testing::TestWithParam<Expected> {
 };
 std::string* VerdictTest::data_dir_;
 
-// The example's own measurement of its data wait: "summary: ... wait_fraction=X".
+// The example's own measurement of its data wait after the same warm-up
+// steps dlprof drops: "summary: ... steady_wait_fraction=X".
 double SelfReportedWait(const std::string& out) {
-  auto pos = out.find(" wait_fraction=");
-  return pos == std::string::npos ? -1 : std::stod(out.substr(pos + 15));
+  auto pos = out.find(" steady_wait_fraction=");
+  return pos == std::string::npos ? -1 : std::stod(out.substr(pos + 22));
 }
 
 TEST_P(VerdictTest, NamesTheKnownBottleneck) {
@@ -53,7 +54,8 @@ TEST_P(VerdictTest, NamesTheKnownBottleneck) {
   std::string dir = MakeTempDir("dlprof-verdict");
   ProcessResult r = RunProcess({kDlprof, "run", "-o", dir + "/out", "-r", dir + "/report", "--",
                                 kExample, "--scenario", e.scenario, "--steps", e.steps, "--images",
-                                "512", "--data-dir", *data_dir_}, {}, 120);
+                                "512", "--warmup-steps", "2", "--data-dir", *data_dir_},
+                               {{"DLPROF_WARMUP_STEPS", "2"}}, 120);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   std::ifstream in(dir + "/report/summary.json");
   ASSERT_TRUE(in) << r.out << r.err;
