@@ -1,6 +1,7 @@
 // stacks.folded: the collapsed-stack format of flamegraph.pl and speedscope,
 // "root;...;leaf count" per line, with the stage path as the root frames.
 #include <map>
+#include <unordered_map>
 
 #include "reports/report_writer.h"
 
@@ -22,38 +23,53 @@ std::string CleanFrame(const std::string& s) {
 
 class FoldedWriter : public ReportWriter {
  public:
+  // A location's frames, outermost (the real function) first, each followed
+  // by ';'. Built once per location.
+  const std::string& Fragment(const Profile& p, uint32_t id) const {
+    if (fragments_.size() != p.locations.size()) fragments_.assign(p.locations.size(), "");
+    std::string& out = fragments_[id];
+    if (!out.empty()) return out;
+    const Location& loc = p.locations[id];
+    if (loc.frames.empty()) {
+      char buf[32];
+      snprintf(buf, sizeof(buf), "0x%llx;", static_cast<unsigned long long>(loc.address));
+      return out = buf;
+    }
+    for (auto f = loc.frames.rbegin(); f != loc.frames.rend(); ++f) out += CleanFrame(f->function) + ";";
+    return out;
+  }
+
   std::string file_name() const override { return "stacks.folded"; }
   std::string Render(const Profile& p, const Analysis&) const override {
-    std::map<std::string, int64_t> folded;
+    // Sum per (stage path, stack) first: far fewer pairs than samples.
+    std::unordered_map<uint64_t, int64_t> counts;
     for (const Sample& s : p.samples) {
       if (s.kind != SampleKind::kCpu || s.count <= 0) continue;
+      counts[static_cast<uint64_t>(s.stage_path) << 32 | s.stack] += s.count;
+    }
+    std::map<std::string, int64_t> folded;
+    for (const auto& [pair, count] : counts) {
+      Sample s;
+      s.stage_path = static_cast<uint32_t>(pair >> 32);
+      s.stack = static_cast<uint32_t>(pair);
       std::string line;
       for (uint32_t st : p.stage_paths[s.stage_path]) {
         line += "[stage " + CleanFrame(p.stages[st]) + "];";
       }
       const auto& stack = p.stacks[s.stack];
-      for (auto it = stack.rbegin(); it != stack.rend(); ++it) {  // root first
-        const Location& loc = p.locations[*it];
-        if (loc.frames.empty()) {
-          char buf[32];
-          snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(loc.address));
-          line += buf;
-          line += ';';
-          continue;
-        }
-        // Frames are innermost first: the outermost (real) function comes first here.
-        for (auto f = loc.frames.rbegin(); f != loc.frames.rend(); ++f) {
-          line += CleanFrame(f->function) + ";";
-        }
-      }
+      for (auto it = stack.rbegin(); it != stack.rend(); ++it) line += Fragment(p, *it);  // root first
       if (line.empty()) line = "[unknown];";
       line.pop_back();
-      folded[line] += s.count;
+      folded[line] += count;
     }
+    fragments_.clear();
     std::string out;
     for (const auto& [stack, count] : folded) out += stack + " " + std::to_string(count) + "\n";
     return out;
   }
+
+ private:
+  mutable std::vector<std::string> fragments_;
 };
 
 }  // namespace

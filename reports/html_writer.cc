@@ -52,7 +52,11 @@ class FlameTree {
   FlameTree() { nodes_.push_back({0, Name("all"), kPseudo, {}}); }
 
   uint32_t Child(uint32_t parent, const std::string& name, int kind) {
-    uint32_t id = Name(name);
+    return ChildById(parent, Name(name), kind);
+  }
+
+  // The same, for a name already interned with Name(): no string hashing.
+  uint32_t ChildById(uint32_t parent, uint32_t id, int kind) {
     uint64_t key = (static_cast<uint64_t>(parent) << 32) | id;
     auto [it, inserted] = index_.try_emplace(key, static_cast<uint32_t>(nodes_.size()));
     if (inserted) nodes_.push_back({parent, id, kind, {}});
@@ -101,7 +105,7 @@ class FlameTree {
       kept_ancestor[i] = keep[i] ? static_cast<uint32_t>(i) : kept_ancestor[nodes_[i].parent];
       auto& dst = self[kept_ancestor[i]];
       for (const auto& [proc, v] : nodes_[i].self) {
-        auto it = std::find_if(dst.begin(), dst.end(), [&](auto& e) { return e.first == proc; });
+        auto it = std::find_if(dst.begin(), dst.end(), [p = proc](auto& e) { return e.first == p; });
         if (it == dst.end())
           dst.push_back({proc, v});
         else
@@ -135,6 +139,12 @@ class FlameTree {
 
   bool empty() const { return nodes_.size() == 1; }
 
+  uint32_t Name(const std::string& s) {
+    auto [it, inserted] = name_ids_.try_emplace(s, static_cast<uint32_t>(names_.size()));
+    if (inserted) names_.push_back(s);
+    return it->second;
+  }
+
  private:
   struct Node {
     uint32_t parent;
@@ -142,11 +152,6 @@ class FlameTree {
     int kind;
     std::vector<std::pair<uint32_t, int64_t>> self;  // process -> value
   };
-  uint32_t Name(const std::string& s) {
-    auto [it, inserted] = name_ids_.try_emplace(s, static_cast<uint32_t>(names_.size()));
-    if (inserted) names_.push_back(s);
-    return it->second;
-  }
   std::vector<Node> nodes_;
   std::unordered_map<uint64_t, uint32_t> index_;
   std::vector<std::string> names_;
@@ -158,8 +163,42 @@ std::string Basename(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
+// The flame-graph frames of each location (outermost first) and of each
+// stage, as name ids of one tree, computed once per location.
+class FrameNames {
+ public:
+  FrameNames(const Profile& p, FlameTree* tree) : p_(p), tree_(tree), locs_(p.locations.size()) {}
+
+  const std::vector<std::pair<uint32_t, int>>& Location(uint32_t id) {
+    auto& out = locs_[id];
+    if (!out.empty()) return out;
+    const dlprof::Location& loc = p_.locations[id];
+    if (loc.frames.empty()) {
+      char buf[64];
+      if (!loc.module.empty()) {
+        snprintf(buf, sizeof(buf), "+0x%llx", static_cast<unsigned long long>(loc.module_offset));
+        out.push_back({tree_->Name(Basename(loc.module) + buf), kUnsymbolized});
+      } else {
+        snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(loc.address));
+        out.push_back({tree_->Name(buf), kUnsymbolized});
+      }
+      return out;
+    }
+    for (auto f = loc.frames.rbegin(); f != loc.frames.rend(); ++f) {  // outermost first
+      out.push_back({tree_->Name(f->function.empty() ? "?" : f->function),
+                     loc.pseudo ? kPseudo : kFunction});
+    }
+    return out;
+  }
+
+ private:
+  const Profile& p_;
+  FlameTree* tree_;
+  std::vector<std::vector<std::pair<uint32_t, int>>> locs_;
+};
+
 // Appends a sample's stage path and native stack, root first, below the root.
-uint32_t AddPath(const Profile& p, const Sample& s, FlameTree* tree) {
+uint32_t AddPath(const Profile& p, const Sample& s, FlameTree* tree, FrameNames* names) {
   uint32_t node = 0;
   if (s.stage_path < p.stage_paths.size()) {
     for (uint32_t st : p.stage_paths[s.stage_path]) {
@@ -170,22 +209,7 @@ uint32_t AddPath(const Profile& p, const Sample& s, FlameTree* tree) {
   const auto& stack = p.stacks[s.stack];
   for (auto it = stack.rbegin(); it != stack.rend(); ++it) {  // leaf first in the model
     if (*it >= p.locations.size()) continue;
-    const Location& loc = p.locations[*it];
-    if (loc.frames.empty()) {
-      char buf[64];
-      if (!loc.module.empty()) {
-        snprintf(buf, sizeof(buf), "+0x%llx", static_cast<unsigned long long>(loc.module_offset));
-        node = tree->Child(node, Basename(loc.module) + buf, kUnsymbolized);
-      } else {
-        snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(loc.address));
-        node = tree->Child(node, buf, kUnsymbolized);
-      }
-      continue;
-    }
-    for (auto f = loc.frames.rbegin(); f != loc.frames.rend(); ++f) {  // outermost first
-      node = tree->Child(node, f->function.empty() ? "?" : f->function,
-                         loc.pseudo ? kPseudo : kFunction);
-    }
+    for (const auto& [name, kind] : names->Location(*it)) node = tree->ChildById(node, name, kind);
   }
   return node;
 }
@@ -193,23 +217,39 @@ uint32_t AddPath(const Profile& p, const Sample& s, FlameTree* tree) {
 json FlameJson(const Profile& p) {
   // CPU samples: where the CPU time goes, by stage and function.
   FlameTree cpu, wall;
+  FrameNames cpu_names(p, &cpu), wall_names(p, &wall);
+  // Millions of samples share a few thousand (stage path, stack) pairs: walk
+  // each pair's frames once and remember its leaf node.
+  std::unordered_map<uint64_t, uint32_t> cpu_leaf, wall_leaf;
+  auto key = [](const Sample& s, bool on_cpu) {
+    return (static_cast<uint64_t>(s.stage_path) << 33) | (static_cast<uint64_t>(s.stack) << 1) |
+           (on_cpu ? 1 : 0);
+  };
   for (const Sample& s : p.samples) {
     if (s.process >= p.processes.size()) continue;
     if (s.kind == SampleKind::kCpu) {
       if (s.count <= 0) continue;
-      uint32_t node = AddPath(p, s, &cpu);
-      if (node == 0 || (s.stack < p.stacks.size() && p.stacks[s.stack].empty())) {
-        node = cpu.Child(node, "[no stack]", kPseudo);
+      auto [it, added] = cpu_leaf.try_emplace(key(s, true), 0);
+      if (added) {
+        uint32_t node = AddPath(p, s, &cpu, &cpu_names);
+        if (node == 0 || (s.stack < p.stacks.size() && p.stacks[s.stack].empty())) {
+          node = cpu.Child(node, "[no stack]", kPseudo);
+        }
+        it->second = node;
       }
-      cpu.AddSelf(node, s.process, s.count);
+      cpu.AddSelf(it->second, s.process, s.count);
     } else if (s.wall_ns > 0) {
       // Wall ticks: where the threads' time goes, on and off CPU, in µs.
-      uint32_t node = AddPath(p, s, &wall);
-      // The runtime's pseudo frame ("[off-cpu: read]") says where, when it has one.
-      if (s.stack >= p.stacks.size() || p.stacks[s.stack].empty()) {
-        node = wall.Child(node, s.on_cpu ? "[on-cpu]" : "[off-cpu]", kPseudo);
+      auto [it, added] = wall_leaf.try_emplace(key(s, s.on_cpu), 0);
+      if (added) {
+        uint32_t node = AddPath(p, s, &wall, &wall_names);
+        // The runtime's pseudo frame ("[off-cpu: read]") says where, when it has one.
+        if (s.stack >= p.stacks.size() || p.stacks[s.stack].empty()) {
+          node = wall.Child(node, s.on_cpu ? "[on-cpu]" : "[off-cpu]", kPseudo);
+        }
+        it->second = node;
       }
-      wall.AddSelf(node, s.process, std::max<int64_t>(1, s.wall_ns / 1000));
+      wall.AddSelf(it->second, s.process, std::max<int64_t>(1, s.wall_ns / 1000));
     }
   }
   json views = json::array();

@@ -55,7 +55,14 @@ int64_t Covers(const Sample& s, const Process& p) {
 // consecutive samples with the same stage path become nested spans, one per
 // path level. A gap of more than twice the sampling period (the wall tick's
 // where the thread has them) ends every open span.
-void SpansFromSamples(const Profile& p, std::vector<const Sample*> samples, Track* track) {
+// A thread's sample-derived spans beyond this many keep only the longest:
+// a trace with millions of events is too big for the viewers to load.
+constexpr size_t kMaxDerivedSpansPerThread = 50000;
+
+void SpansFromSamples(const Profile& p, std::vector<const Sample*> samples, Track* out,
+                      int64_t* dropped) {
+  Track local;
+  Track* track = &local;
   std::stable_sort(samples.begin(), samples.end(),
                    [](const Sample* x, const Sample* y) { return x->time_ns < y->time_ns; });
   std::vector<int64_t> ticks;
@@ -111,6 +118,16 @@ void SpansFromSamples(const Profile& p, std::vector<const Sample*> samples, Trac
     last = s->time_ns;
   }
   if (last != INT64_MIN) close_from(0, last);
+  if (local.spans.size() > kMaxDerivedSpansPerThread) {
+    auto longer = [](const Span& x, const Span& y) {
+      return x.end_ns - x.begin_ns > y.end_ns - y.begin_ns;
+    };
+    std::nth_element(local.spans.begin(), local.spans.begin() + kMaxDerivedSpansPerThread,
+                     local.spans.end(), longer);
+    *dropped += static_cast<int64_t>(local.spans.size() - kMaxDerivedSpansPerThread);
+    local.spans.resize(kMaxDerivedSpansPerThread);
+  }
+  for (Span& sp : local.spans) out->spans.push_back(std::move(sp));
 }
 
 class TraceWriter : public ReportWriter {
@@ -168,8 +185,9 @@ class TraceWriter : public ReportWriter {
       if (s.process >= p.processes.size() || has_stage_events.count({s.process, s.tid})) continue;
       by_thread[{s.process, s.tid}].push_back(&s);
     }
+    int64_t spans_dropped = 0;
     for (auto& [key, samples] : by_thread) {
-      SpansFromSamples(p, std::move(samples), &track(key.first, key.second, 0));
+      SpansFromSamples(p, std::move(samples), &track(key.first, key.second, 0), &spans_dropped);
     }
 
     // Steps and data waits, numbered per thread in time order.
@@ -292,7 +310,8 @@ class TraceWriter : public ReportWriter {
                   {"origin_monotonic_ns", origin},
                   {"severity", a.verdict.severity},
                   {"data_wait_fraction", a.verdict.data_wait_fraction},
-                  {"bottleneck_stage", a.verdict.bottleneck_stage}};
+                  {"bottleneck_stage", a.verdict.bottleneck_stage},
+                  {"short_stage_spans_left_out", spans_dropped}};
     out += "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":";
     out += other.dump(-1, ' ', false, json::error_handler_t::replace);
     out += "}\n";
