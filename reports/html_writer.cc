@@ -14,6 +14,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "reports/analysis_json.h"
 #include "reports/report_writer.h"
 
 namespace dlprof {
@@ -352,35 +353,11 @@ json BuffersJson(const Profile& p, const Analysis& a) {
 }
 
 json DataJson(const Profile& p, const Analysis& a) {
-  json j;
-  const Verdict& v = a.verdict;
-  j["verdict"] = {{"input_bound", v.input_bound},
-                  {"data_wait_fraction", Round(v.data_wait_fraction)},
-                  {"severity", v.severity},
-                  {"bottleneck_stage", v.bottleneck_stage},
-                  {"bottleneck_kind", v.bottleneck_kind},
-                  {"bottleneck_role", v.bottleneck_role},
-                  {"basis", v.basis},
-                  {"advice", v.advice},
-                  {"evidence", v.evidence},
-                  {"worker_imbalance", Round(v.worker_imbalance)},
-                  {"slowest_worker", v.slowest_worker}};
+  // summary.json's content, with the detail only a page can draw on top.
+  json j = AnalysisJson(a);
+  j["verdict"]["worker_imbalance"] = Round(a.verdict.worker_imbalance);
+  j["verdict"]["slowest_worker"] = a.verdict.slowest_worker;
   j["steps"] = StepsJson(a.steps);
-  j["stages"] = json::array();
-  for (const StageStats& s : a.stages) {
-    j["stages"].push_back({{"name", s.name},
-                           {"self_samples", s.self_samples},
-                           {"self_cpu_s", Round(s.self_cpu_s)},
-                           {"self_wall_s", Round(s.self_wall_s)},
-                           {"total_wall_s", Round(s.total_wall_s)},
-                           {"total_cpu_s", Round(s.total_cpu_s)},
-                           {"offcpu_fraction", Round(s.offcpu_fraction)},
-                           {"top_blocking_call", s.top_blocking_call},
-                           {"top_blocking_fraction", Round(s.top_blocking_fraction)},
-                           {"data_stage", s.data_stage},
-                           {"role", s.main_role},
-                           {"pids", s.pids}});
-  }
   j["buffers"] = BuffersJson(p, a);
   // Indexed like Profile::processes: flame graph self values refer to them.
   j["processes"] = json::array();
@@ -404,14 +381,8 @@ json DataJson(const Profile& p, const Analysis& a) {
     }
     j["processes"].push_back(std::move(pj));
   }
-  j["cost"] = {{"samples", a.cost.samples},
-               {"dropped", a.cost.dropped},
-               {"handler_s", Round(a.cost.handler_s)},
-               {"handler_fraction", Round(a.cost.handler_fraction)},
-               {"distortion", Round(a.cost.distortion)},
-               {"distortion_measured", a.cost.distortion_measured}};
-  j["duration_s"] = Round((a.end_ns - a.start_ns) / 1e9);
-  j["warnings"] = a.warnings;
+  j["cost"] = std::move(j["profiler"]);
+  j.erase("profiler");
   j["flame"] = FlameJson(p);
   j["max_flame_nodes"] = kMaxFlameNodes;
   return j;

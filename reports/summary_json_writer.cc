@@ -1,96 +1,17 @@
 // summary.json: the machine-readable verdict and numbers (keys in DESIGN.md).
-#include <cmath>
-
-#include <nlohmann/json.hpp>
-
+#include "reports/analysis_json.h"
 #include "reports/report_writer.h"
 
 namespace dlprof {
 namespace {
 
-using nlohmann::json;
-
-double Round(double v, double scale = 1e6) { return std::round(v * scale) / scale; }
-
 class SummaryJsonWriter : public ReportWriter {
  public:
   std::string file_name() const override { return "summary.json"; }
   std::string Render(const Profile&, const Analysis& a) const override {
-    json j;
-    const Verdict& v = a.verdict;
-    j["verdict"] = {{"input_bound", v.input_bound},
-                    {"data_wait_fraction", Round(v.data_wait_fraction)},
-                    {"severity", v.severity},
-                    {"bottleneck_stage", v.bottleneck_stage},
-                    {"bottleneck_kind", v.bottleneck_kind},
-                    {"bottleneck_role", v.bottleneck_role},
-                    {"basis", v.basis},
-                    {"advice", v.advice},
-                    {"evidence", v.evidence}};
-    if (v.slowest_worker >= 0) {
-      j["verdict"]["worker_imbalance"] = Round(v.worker_imbalance);
-      j["verdict"]["slowest_worker"] = v.slowest_worker;
-    }
-    j["stages"] = json::array();
-    for (const StageStats& s : a.stages) {
-      j["stages"].push_back({{"name", s.name},
-                             {"self_samples", s.self_samples},
-                             {"self_cpu_s", Round(s.self_cpu_s)},
-                             {"self_wall_s", Round(s.self_wall_s)},
-                             {"offcpu_fraction", Round(s.offcpu_fraction)},
-                             {"total_wall_s", Round(s.total_wall_s)},
-                             {"total_cpu_s", Round(s.total_cpu_s)},
-                             {"top_blocking_call", s.top_blocking_call},
-                             {"data_stage", s.data_stage},
-                             {"role", s.main_role},
-                             {"pids", s.pids}});
-    }
-    j["buffers"] = json::array();
-    for (const BufferStats& b : a.buffers) {
-      j["buffers"].push_back({{"name", b.name},
-                              {"pid", b.pid},
-                              {"role", b.role},
-                              {"capacity", b.capacity},
-                              {"snapshots", b.snapshots},
-                              {"mean_occupancy", Round(b.mean_occupancy)},
-                              {"empty_fraction", Round(b.empty_fraction)},
-                              {"full_fraction", Round(b.full_fraction)}});
-    }
-    j["processes"] = json::array();
-    for (const ProcessStats& p : a.processes) {
-      json pj = {{"pid", p.pid},           {"ppid", p.ppid},
-                 {"role", p.role},         {"worker", p.worker},
-                 {"samples", p.samples},   {"dropped", p.dropped},
-                 {"cpu_s", Round(p.cpu_s)}, {"wall_s", Round(p.wall_s)},
-                 {"complete", p.complete}, {"end", p.end_reason},
-                 {"command", p.command},   {"hz", p.hz},
-                 {"unwinder", p.unwinder}, {"timer", p.timer}};
-      if (!p.host.empty()) pj["host"] = p.host;
-      j["processes"].push_back(pj);
-    }
-    const StepStats& s = a.steps;
-    j["steps"] = {{"count", s.count},
-                  {"median_s", Round(s.median_s)},
-                  {"p90_s", Round(s.p90_s)},
-                  {"p99_s", Round(s.p99_s)},
-                  {"mean_s", Round(s.mean_s)},
-                  {"data_wait_median_s", Round(s.data_wait_median_s)},
-                  {"data_wait_p90_s", Round(s.data_wait_p90_s)},
-                  {"data_wait_fraction", Round(s.data_wait_fraction)},
-                  {"warmup_dropped", s.warmup_dropped},
-                  {"baseline_count", s.baseline_count},
-                  {"baseline_median_s", Round(s.baseline_median_s)}};
-    j["profiler"] = {{"samples", a.cost.samples},
-                     {"dropped", a.cost.dropped},
-                     {"handler_s", Round(a.cost.handler_s)},
-                     {"handler_fraction", Round(a.cost.handler_fraction)},
-                     {"distortion", Round(a.cost.distortion)},
-                     {"distortion_measured", a.cost.distortion_measured}};
-    j["duration_s"] = Round((a.end_ns - a.start_ns) / 1e9);
-    j["warnings"] = a.warnings;
     // Names come from the profiled program: replace bytes that are not UTF-8
     // rather than fail the whole report.
-    return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+    return AnalysisJson(a).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   }
 };
 
