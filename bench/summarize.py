@@ -22,6 +22,14 @@ def median(values):
     return statistics.median(values) if values else None
 
 
+def iqr(values):
+    values = sorted(v for v in values if v is not None)
+    if len(values) < 4:
+        return None
+    q = statistics.quantiles(values, n=4)
+    return q[0], q[2]
+
+
 def num(text):
     try:
         return float(text)
@@ -70,6 +78,8 @@ def whole_process(out, lines):
             "spread": (max(cpu) - min(cpu)) / median(cpu) if len(cpu) > 1 else None,
             "n": len(cpu),
             "thread_cpu": median([num(r["thread_cpu_s"]) for r in runs]),
+            "other": median([num(r["cpu_s"]) - num(r["thread_cpu_s"]) for r in runs]),
+            "iqr": iqr([c / median(cpu) for c in cpu]),
         }
 
     stats = {}
@@ -81,7 +91,11 @@ def whole_process(out, lines):
                     continue
                 b = base[t]
                 s = {"n": len(runs)}
-                s["overhead"] = median([num(r["cpu_s"]) / b["cpu"] for r in runs])
+                ratios = [num(r["cpu_s"]) / b["cpu"] for r in runs]
+                s["overhead"] = median(ratios)
+                s["iqr"] = iqr(ratios)
+                s["worker"] = median([num(r["thread_cpu_s"]) / b["thread_cpu"] for r in runs])
+                s["other_ms"] = median([(num(r["cpu_s"]) - num(r["thread_cpu_s"]) - b["other"]) * 1e3 for r in runs])
                 s["overhead_total"] = median([num(r["time_cpu_s"]) / b["total"] for r in runs])
                 fid, wfid, bps, cost, cost_total, handler, report, drops = [], [], [], [], [], [], [], []
                 for r in runs:
@@ -119,29 +133,34 @@ def whole_process(out, lines):
             lines.append(f"| {t} | {hz} | " + " | ".join(cells) + " |")
     lines.append("")
 
-    lines.append("Per tool and configuration (medians):\n")
-    lines.append("| threads | Hz | tool | overhead (process) | overhead (incl. perf's own process) | fidelity "
-                 "| weighted fidelity | CPU µs per sample | handler µs per sample (wall) | bytes per sample "
-                 "| dropped | `dlprof report` s |")
-    lines.append("|" + "---|" * 12)
+    lines.append("Per tool and configuration (medians; the interquartile range of the per-run overhead "
+                 "in brackets):\n")
+    lines.append("| threads | Hz | tool | overhead (process) | worker threads' CPU | other CPU ms | "
+                 "incl. perf's own process | fidelity | weighted fidelity | CPU µs per sample | "
+                 "handler µs per sample (wall clock) | bytes per sample | dropped | `dlprof report` s |")
+    lines.append("|" + "---|" * 14)
     for t in threads_list:
         for hz in hz_list:
             for tool in tools:
                 s = stats.get((t, hz, tool))
                 if not s:
                     continue
+                band = f" [{s['iqr'][0]:.3f}–{s['iqr'][1]:.3f}]" if s["iqr"] else ""
                 lines.append(
-                    f"| {t} | {hz} | {TOOL_NAMES[tool]} | {fmt(s['overhead'], '{:.3f}')} | "
+                    f"| {t} | {hz} | {TOOL_NAMES[tool]} | {fmt(s['overhead'], '{:.3f}')}{band} | "
+                    f"{fmt(s['worker'], '{:.3f}')} | {fmt(s['other_ms'], '{:+.0f}')} | "
                     f"{fmt(s['overhead_total'], '{:.3f}')} | {fmt(s['fidelity'])} | "
                     f"{fmt(s['weighted'] if tool.startswith('dlprof') else None)} | {fmt(s['cost'], '{:.1f}')} | "
                     f"{fmt(s['handler_us'], '{:.1f}')} | {fmt(s['bytes'], '{:.1f}')} | "
                     f"{fmt(s['dropped'], '{:.0f}')} | {fmt(s['report'], '{:.2f}')} |")
     lines.append("")
-    noise = ", ".join(f"{t} thread{'s' if t > 1 else ''}: {fmt(base[t]['cpu'], '{:.3f}')} s CPU, "
-                      f"spread {fmt(100 * base[t]['spread'] if base[t]['spread'] is not None else None, '{:.1f}')}% "
+    def band(b):
+        return f"IQR {100 * (b['iqr'][0] - 1):+.1f}% to {100 * (b['iqr'][1] - 1):+.1f}%, " if b["iqr"] else ""
+    noise = ", ".join(f"{t} thread{'s' if t > 1 else ''}: {fmt(base[t]['cpu'], '{:.3f}')} s CPU, {band(base[t])}"
+                      f"max − min {fmt(100 * base[t]['spread'] if base[t]['spread'] is not None else None, '{:.1f}')}% "
                       f"over {base[t]['n']} runs" for t in threads_list)
-    lines.append(f"Unprofiled baseline (median CPU; spread = (max − min) ÷ median, the noise floor of the "
-                 f"overhead column): {noise}.\n")
+    lines.append(f"Unprofiled baseline, the noise floor of the overhead columns (CPU time of identical runs, "
+                 f"relative to their median): {noise}.\n")
 
     floor_rows = read_tsv(os.path.join(out, "floor.tsv"))
     if floor_rows:

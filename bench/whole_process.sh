@@ -23,11 +23,11 @@
 # profiler threads and signal handlers included); time_cpu_s is /usr/bin/time's
 # user+sys of the whole command, which for perf adds the perf process itself.
 #
-# Knobs (environment): BENCH_REPS (5), BENCH_WORK (100 units of ~10 ms per
+# Knobs (environment): BENCH_REPS (4), BENCH_WORK (100 units of ~10 ms per
 # thread with 1 and 2 threads), BENCH_WORK_MANY (25 per thread with 8),
 # BENCH_THREADS ("1 2 8"), BENCH_HZ ("100 1000"), BENCH_TOOLS ("dlprof
 # dlprof-fp gperftools perf"; also dlprof-posix), BENCH_LONG_WORK (3000 units, ~30 s),
-# BENCH_PIPELINE_REPS (4), BENCH_FLOOR_REPS (5), BENCH_GPERFTOOLS_LIB.
+# BENCH_PIPELINE_REPS (3), BENCH_FLOOR_REPS (4), BENCH_GPERFTOOLS_LIB.
 set -euo pipefail
 
 if (($# != 2)); then
@@ -38,15 +38,15 @@ build=$(cd "$1" && pwd)
 mkdir -p "$2"
 out=$(cd "$2" && pwd)
 
-reps=${BENCH_REPS:-5}
+reps=${BENCH_REPS:-4}
 work=${BENCH_WORK:-100}
 work_many=${BENCH_WORK_MANY:-25}
 threads_list=${BENCH_THREADS:-"1 2 8"}
 hz_list=${BENCH_HZ:-"100 1000"}
 tools=${BENCH_TOOLS:-"dlprof dlprof-fp gperftools perf"}
 long_work=${BENCH_LONG_WORK:-3000}
-pipeline_reps=${BENCH_PIPELINE_REPS:-4}
-floor_reps=${BENCH_FLOOR_REPS:-5}
+pipeline_reps=${BENCH_PIPELINE_REPS:-3}
+floor_reps=${BENCH_FLOOR_REPS:-4}
 gperftools_lib=${BENCH_GPERFTOOLS_LIB:-/usr/lib/x86_64-linux-gnu/libprofiler.so.0}
 
 workload=$build/bench/bench_workload
