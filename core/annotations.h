@@ -12,11 +12,24 @@ constexpr uint32_t kMaxStages = 4096;
 constexpr uint32_t kMaxStageNameBytes = 1024;  // longer names are cut (and marked "...")
 constexpr int kMaxBuffers = 256;
 
-// Same name -> same id (1-based); 0 when the table is full. Takes a mutex.
+// Same name -> same id (1-based); 0 when the table is full (then counted in
+// StageNamesRefused()). Names longer than kMaxStageNameBytes are cut at a
+// UTF-8 character boundary and end in "..." (counted in NamesCut()). Takes a mutex.
 uint32_t InternStage(const char* name);
 // The name of stage `id`, or nullptr. Lock-free.
 const char* StageName(uint32_t id);
 uint32_t StageCount();  // highest id handed out
+
+// What the bounded tables refused or cut, for the profile's STATS.
+uint64_t StageNamesRefused();  // intern calls for a new name with the table full
+uint64_t NamesCut();           // stage and buffer names cut to kMaxStageNameBytes
+uint64_t BuffersRefused();     // dlprof_buffer_create calls with the table full
+void ResetAnnotationCounters();  // a fork child counts its own
+
+// fork(): the parent holds both table locks across it, so the child gets
+// them free (core/session.cc). In the child, unlock reinitialises.
+void LockAnnotationsForFork();
+void UnlockAnnotationsAfterFork();
 
 }  // namespace dlprof
 
@@ -34,7 +47,7 @@ struct dlprof_buffer {
 
 namespace dlprof {
 
-// Creates a buffer (never freed); nullptr when the table is full.
+// Creates a buffer (never freed); nullptr (counted) when the table is full.
 dlprof_buffer* CreateBuffer(const char* name, uint64_t capacity);
 int BufferCount();
 dlprof_buffer* BufferAt(int i);

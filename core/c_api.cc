@@ -42,7 +42,10 @@ void dlprof_stage_enter(uint32_t stage_id) {
   // The id must be in place before the depth says so, for this thread's handler.
   std::atomic_signal_fence(std::memory_order_release);
   s->depth.store(d + 1, std::memory_order_relaxed);
-  if (dlprof::g_session_detailed) dlprof::PushEvent(s, DLPROF_EVENT_STAGE_ENTER, stage_id);
+  // Stage 0 ("no stage": off, or the table was full) only keeps the nesting.
+  if (dlprof::g_session_detailed && stage_id != 0) {
+    dlprof::PushEvent(s, DLPROF_EVENT_STAGE_ENTER, stage_id);
+  }
 }
 
 void dlprof_stage_exit(void) {
@@ -55,7 +58,7 @@ void dlprof_stage_exit(void) {
     uint32_t id = d <= static_cast<uint32_t>(dlprof::kMaxStageDepth)
                       ? s->stages[d - 1].load(std::memory_order_relaxed)
                       : 0;
-    dlprof::PushEvent(s, DLPROF_EVENT_STAGE_EXIT, id);
+    if (id != 0) dlprof::PushEvent(s, DLPROF_EVENT_STAGE_EXIT, id);
   }
 }
 

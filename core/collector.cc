@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -23,7 +24,17 @@ void PutU32(std::string* out, uint32_t v) {
   for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
 }
 
-bool WriteAll(int fd, const char* p, size_t n) {
+// Writes all of p[0, n) at file offset `offset` (the file is written
+// sequentially from 0). Never past the file size limit: a write beyond
+// RLIMIT_FSIZE raises SIGXFSZ, whose default action would kill the program;
+// that becomes a plain EFBIG failure instead.
+bool WriteAll(int fd, uint64_t offset, const char* p, size_t n) {
+  rlimit limit;
+  if (getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY &&
+      offset + n > limit.rlim_cur) {
+    errno = EFBIG;
+    return false;
+  }
   while (n > 0) {
     ssize_t w = write(fd, p, n);
     if (w < 0) {
@@ -92,7 +103,7 @@ bool Collector::Open(int dir_fd, const std::string& name, std::string* error) {
   std::string header(DLPROF_FILE_MAGIC, 8);
   PutU32(&header, DLPROF_FORMAT_VERSION);
   PutU32(&header, 0);
-  if (!WriteAll(fd_, header.data(), header.size())) {
+  if (!WriteAll(fd_, 0, header.data(), header.size())) {
     *error = "cannot write " + name + ": " + strerror(errno);
     close(fd_);
     fd_ = -1;
@@ -123,12 +134,19 @@ uint32_t Collector::ThreadIndex(ThreadSlot* s) {
 }
 
 uint32_t Collector::InternPath(const uint32_t* stages, uint32_t depth) {
-  if (depth == 0) return 0;
-  std::string key(reinterpret_cast<const char*>(stages), depth * sizeof(uint32_t));
+  // Stage 0 is "no stage" (dlprof_stage_enter(0), a full stage table): the
+  // time counts under the enclosing stage, as dlprof.h promises.
+  uint32_t kept[kMaxStageDepth];
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < depth && i < static_cast<uint32_t>(kMaxStageDepth); ++i) {
+    if (stages[i] != 0) kept[n++] = stages[i];
+  }
+  if (n == 0) return 0;
+  std::string key(reinterpret_cast<const char*>(kept), n * sizeof(uint32_t));
   auto [it, added] = path_ids_.emplace(std::move(key), paths_first_ + paths_count_);
   if (added) {
-    PutVarint(&paths_, depth);
-    for (uint32_t i = 0; i < depth; ++i) PutVarint(&paths_, stages[i]);
+    PutVarint(&paths_, n);
+    for (uint32_t i = 0; i < n; ++i) PutVarint(&paths_, kept[i]);
     ++paths_count_;
   }
   return it->second;
@@ -286,18 +304,35 @@ void Collector::AppendChunk(std::string* out, uint32_t type, const std::string& 
   out->append(payload);
 }
 
+void Collector::AppendProcessChunk(std::string* out) {
+  if (!process_dirty_) return;
+  std::string p;
+  PutVarint(&p, process_fields_.size());
+  for (const auto& [k, v] : process_fields_) {
+    PutBytes(&p, k);
+    PutBytes(&p, v);
+  }
+  AppendChunk(out, DLPROF_CHUNK_PROCESS, p);
+  process_dirty_ = false;
+}
+
+bool Collector::WriteProcessChunk() {
+  if (fd_ < 0 || failed_) return false;
+  std::string out;
+  AppendProcessChunk(&out);
+  if (out.empty()) return true;
+  if (!WriteAll(fd_, bytes_written_, out.data(), out.size())) {
+    process_dirty_ = true;  // the next Flush tries again, and reports
+    return false;
+  }
+  bytes_written_ += out.size();
+  return true;
+}
+
 bool Collector::Flush() {
   if (fd_ < 0 || failed_) return false;
   std::string out, p;
-  if (process_dirty_) {
-    PutVarint(&p, process_fields_.size());
-    for (const auto& [k, v] : process_fields_) {
-      PutBytes(&p, k);
-      PutBytes(&p, v);
-    }
-    AppendChunk(&out, DLPROF_CHUNK_PROCESS, p);
-    process_dirty_ = false;
-  }
+  AppendProcessChunk(&out);
   if (threads_count_ > 0) {
     p.clear();
     PutVarint(&p, threads_count_);
@@ -395,7 +430,11 @@ bool Collector::Flush() {
       {"dropped_nothread", g_sampler.dropped_nothread.load(std::memory_order_relaxed)},
       {"events_dropped", events},
       {"handler_ns", handler},
-      {"wall_ticks", wall_ticks_}};
+      {"wall_ticks", wall_ticks_},
+      // What the bounded tables refused or cut: the report notes it.
+      {"stage_names_refused", StageNamesRefused()},
+      {"names_cut", NamesCut()},
+      {"buffers_refused", BuffersRefused()}};
   p.clear();
   PutVarint(&p, sizeof(stats) / sizeof(stats[0]));
   for (const auto& [name, value] : stats) {
@@ -404,13 +443,15 @@ bool Collector::Flush() {
   }
   AppendChunk(&out, DLPROF_CHUNK_STATS, p);
 
-  if (!WriteAll(fd_, out.data(), out.size())) {
+  if (!WriteAll(fd_, bytes_written_, out.data(), out.size())) {
     failed_ = true;
-    char msg[256];
+    const int err = errno;
+    char msg[512];
     int len = snprintf(msg, sizeof(msg),
-                       "dlprof: cannot write %s (%s); profiling of this process stops, "
+                       "dlprof: cannot write %s (%s%s); profiling of this process stops, "
                        "what was written stays readable\n",
-                       name_.c_str(), strerror(errno));
+                       name_.c_str(), strerror(err),
+                       err == EFBIG ? ": the file size limit, ulimit -f, is reached" : "");
     if (len > 0) (void)!write(STDERR_FILENO, msg, static_cast<size_t>(len));
     return false;
   }
@@ -426,7 +467,7 @@ void Collector::Finish(int64_t end_ns) {
     std::string out, p;
     PutVarint(&p, static_cast<uint64_t>(end_ns));
     AppendChunk(&out, DLPROF_CHUNK_END, p);
-    if (WriteAll(fd_, out.data(), out.size())) bytes_written_ += out.size();
+    if (WriteAll(fd_, bytes_written_, out.data(), out.size())) bytes_written_ += out.size();
   }
   close(fd_);
   fd_ = -1;

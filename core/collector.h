@@ -25,6 +25,9 @@ class Collector {
 
   // Process facts for the PROCESS chunk (written at the next Flush).
   void SetProcessField(const std::string& key, const std::string& value);
+  // Writes the PROCESS chunk now (one small write): a process that dies or
+  // execs before its first flush still says who it was.
+  bool WriteProcessChunk();
 
   // One 'snapshot_ms' tick: buffer snapshots and each thread's wall/CPU time.
   void SnapshotTick(int64_t now_ns);
@@ -49,6 +52,7 @@ class Collector {
   void DrainSamples(ThreadSlot* s);
   void DrainEvents(ThreadSlot* s);
   void AppendChunk(std::string* out, uint32_t type, const std::string& payload);
+  void AppendProcessChunk(std::string* out);
   void AddRetiredCounters(ThreadSlot* s);
 
   int fd_ = -1;

@@ -1,9 +1,13 @@
 #include "core/proc_maps.h"
 
+#include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
 #include <limits.h>
+#include <pthread.h>
 #include <unistd.h>
+
+#include <atomic>
 
 #include <cstdio>
 #include <cstring>
@@ -53,9 +57,57 @@ int CollectBuildIds(dl_phdr_info* info, size_t, void* data) {
   return 0;
 }
 
+pthread_mutex_t* g_loader_lock = nullptr;
+std::atomic<bool> g_loader_unusable{false};
+
+struct LockScan {
+  const char* base;
+  size_t size;
+  pid_t tid;
+  pthread_mutex_t* found;
+  int matches;
+};
+
+// Inside dl_iterate_phdr: the loader's write lock is held by this thread.
+int FindHeldRecursiveMutex(dl_phdr_info*, size_t, void* data) {
+  auto* scan = static_cast<LockScan*>(data);
+  for (size_t off = 0; off + sizeof(pthread_mutex_t) <= scan->size; off += alignof(pthread_mutex_t)) {
+    auto* m = reinterpret_cast<pthread_mutex_t*>(const_cast<char*>(scan->base) + off);
+    if (m->__data.__owner == scan->tid && m->__data.__count >= 1 &&
+        (m->__data.__kind & 0x7f) == PTHREAD_MUTEX_RECURSIVE_NP) {
+      scan->found = m;
+      ++scan->matches;
+    }
+  }
+  return 1;
+}
+
 }  // namespace
 
+void FindLoaderLock() {
+  void* global = dlsym(RTLD_DEFAULT, "_rtld_global");
+  const char* base = static_cast<const char*>(global);
+  if (base == nullptr) return;
+  Dl_info info;
+  void* extra = nullptr;  // the symbol's ElfW(Sym), for its size
+  if (dladdr1(global, &info, &extra, RTLD_DL_SYMENT) == 0 || extra == nullptr) return;
+  const auto* sym = static_cast<const ElfW(Sym)*>(extra);
+  if (sym->st_size < sizeof(pthread_mutex_t)) return;
+  LockScan scan{base, sym->st_size, gettid(), nullptr, 0};
+  dl_iterate_phdr(FindHeldRecursiveMutex, &scan);
+  // One match, and released once dl_iterate_phdr returned: that is the lock.
+  if (scan.matches == 1 && scan.found->__data.__owner != scan.tid) g_loader_lock = scan.found;
+}
+
+bool LoaderLockInheritedHeld() {
+  return g_loader_lock != nullptr &&
+         __atomic_load_n(&g_loader_lock->__data.__owner, __ATOMIC_RELAXED) != 0;
+}
+
+void MarkLoaderUnusable() { g_loader_unusable.store(true); }
+
 uint64_t LoadedObjectsGeneration() {
+  if (g_loader_unusable.load(std::memory_order_relaxed)) return 0;
   BuildIdScan scan;
   dl_iterate_phdr([](dl_phdr_info* info, size_t, void* data) {
     *static_cast<uint64_t*>(data) = info->dlpi_adds * 1000003ull + info->dlpi_subs;
@@ -66,7 +118,7 @@ uint64_t LoadedObjectsGeneration() {
 
 std::vector<MapEntry> ReadExecutableMappings() {
   BuildIdScan scan;
-  dl_iterate_phdr(CollectBuildIds, &scan);
+  if (!g_loader_unusable.load(std::memory_order_relaxed)) dl_iterate_phdr(CollectBuildIds, &scan);
   char exe[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
   std::string exe_path = n > 0 ? std::string(exe, n) : std::string();

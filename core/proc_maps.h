@@ -24,6 +24,24 @@ std::vector<MapEntry> ReadExecutableMappings();
 // Changes whenever an object is loaded or unloaded (dl_iterate_phdr's counters).
 uint64_t LoadedObjectsGeneration();
 
+// glibc's loader guards its list of loaded objects with a recursive mutex
+// (_rtld_global._dl_load_write_lock) that dl_iterate_phdr() takes, and fork()
+// does not reset it (it resets _dl_load_lock). A child forked while another
+// thread held it (inside dlopen, dlclose or dl_iterate_phdr) inherits it held
+// for good: there, any dl_iterate_phdr() hangs, libunwind's lookups from the
+// signal handler and the maps above included.
+//
+// FindLoaderLock() finds that mutex at start, by looking inside a
+// dl_iterate_phdr() callback for the one recursive mutex in _rtld_global that
+// the calling thread holds; if that does not single one out, nothing here
+// changes behaviour. Not signal-safe.
+void FindLoaderLock();
+// In a fork child: true when the loader lock came over held.
+bool LoaderLockInheritedHeld();
+// From now on this process never calls dl_iterate_phdr (the maps come from
+// /proc/self/maps alone, without build-ids; the generation stays put).
+void MarkLoaderUnusable();
+
 }  // namespace dlprof
 
 #endif  // DLPROF_CORE_PROC_MAPS_H_

@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -24,7 +25,9 @@
 #include "core/annotations.h"
 #include "core/collector.h"
 #include "core/config.h"
+#include "core/proc_maps.h"
 #include "core/signal_handler.h"
+#include "core/signals.h"
 
 namespace dlprof {
 
@@ -58,14 +61,62 @@ int g_fork_seq = 0;   // in a child: its fork order among its parent's children
 int g_forks = 0;      // children forked so far
 std::atomic<int> g_baseline_remaining{0};
 std::atomic<bool> g_arm_pending{false};
-std::atomic<int> g_fatal_signal{0};  // SIGTERM/SIGINT about to kill the process
+std::atomic<int> g_fatal_signal{0};  // SIGTERM/SIGINT/SIGPROF about to kill the process
 pthread_key_t g_thread_key;
 __thread bool t_unregistrable __attribute__((tls_model("initial-exec"))) = false;
+
+// Sampling switched off for good in this process, and why.
+enum OffReason : int {
+  kSamplingOn = 0,
+  kProgramSigprof,      // the program installed a SIGPROF handler (interposed sigaction/signal)
+  kSigprofBehindBack,   // ... by a path the interposer does not see, noticed by the collector
+  kSigprofBeforeStart,  // SIGPROF had a handler before dlprof started
+  kOutputFailed,        // the profile cannot be written (disk full, file size limit)
+  kNoUnwinder,          // a fork child that cannot use its unwinder, and no fallback
+};
+std::atomic<int> g_sampling_off{kSamplingOn};
+std::atomic<int64_t> g_sampling_off_ns{0};
+std::atomic<bool> g_sampling_off_recorded{false};  // in this process's profile already
+std::atomic<bool> g_disarm_pending{false};         // the collector finishes a deferred disarm
+std::atomic<bool> g_collector_running{false};
+
+// Every arm and disarm of a thread timer happens under this lock (a thread
+// exiting, the collector, a sigaction call stepping aside may race on one
+// slot). The owner lets a signal handler that interrupted the holder (the
+// program's, calling sigaction) see that it must not wait for it.
+pthread_mutex_t g_timer_mu = PTHREAD_MUTEX_INITIALIZER;
+std::atomic<pid_t> g_timer_owner{0};
+
+class TimerLock {
+ public:
+  TimerLock() {
+    const pid_t self = CurrentTid();
+    if (g_timer_owner.load(std::memory_order_relaxed) == self) return;  // re-entered
+    pthread_mutex_lock(&g_timer_mu);
+    g_timer_owner.store(self, std::memory_order_relaxed);
+    locked_ = true;
+  }
+  ~TimerLock() {
+    if (!locked_) return;
+    g_timer_owner.store(0, std::memory_order_relaxed);
+    pthread_mutex_unlock(&g_timer_mu);
+  }
+  bool locked() const { return locked_; }
+  TimerLock(const TimerLock&) = delete;
+  TimerLock& operator=(const TimerLock&) = delete;
+
+ private:
+  bool locked_ = false;
+};
 
 void Warn(const std::string& msg) {
   std::string line = msg + "\n";
   (void)!write(STDERR_FILENO, line.data(), line.size());
 }
+
+// A constant line: no allocation (callers may have every signal blocked, or
+// run in a signal handler).
+void WarnLine(const char* line) { (void)!write(STDERR_FILENO, line, strlen(line)); }
 
 PthreadCreateFn RealPthreadCreate() {
   static PthreadCreateFn real =
@@ -73,9 +124,14 @@ PthreadCreateFn RealPthreadCreate() {
   return real;
 }
 
-bool Armed() { return g_baseline_remaining.load(std::memory_order_relaxed) <= 0; }
+bool Armed() {
+  return g_baseline_remaining.load(std::memory_order_relaxed) <= 0 &&
+         g_sampling_off.load(std::memory_order_seq_cst) == kSamplingOn;
+}
 
 void ArmSlot(ThreadSlot* s) {
+  TimerLock lock;
+  if (!Armed() || s->timer.armed) return;
   // The first sample's weight counts from here (set before any signal can come).
   timespec cpu;
   clockid_t clock = static_cast<clockid_t>((~s->tid.load() << 3) | 6);  // the thread's CPU clock
@@ -87,6 +143,9 @@ void ArmSlot(ThreadSlot* s) {
     static std::atomic<bool> warned{false};
     if (!warned.exchange(true)) Warn("dlprof: cannot sample a thread: " + error);
   }
+  // Sampling may have been switched off meanwhile by a signal handler on this
+  // very thread (which could not take the lock we hold): undo.
+  if (!Armed()) G->timer->DisarmThread(&s->timer);
 }
 
 // Registers the calling thread: a slot, its timer armed (unless an unprofiled
@@ -112,7 +171,10 @@ void UnregisterThread(void* arg) {
   auto* s = static_cast<ThreadSlot*>(arg);
   t_slot = nullptr;
   std::atomic_signal_fence(std::memory_order_seq_cst);
-  G->timer->DisarmThread(&s->timer);
+  {
+    TimerLock lock;
+    G->timer->DisarmThread(&s->timer);
+  }
   s->state.store(kSlotExited, std::memory_order_release);
 }
 
@@ -136,7 +198,7 @@ void RegisterExistingThreads() {
 void ArmAllLiveThreads() {
   for (int i = 0; i < kMaxThreads; ++i) {
     ThreadSlot* s = SlotAt(i);
-    if (s->state.load(std::memory_order_acquire) == kSlotLive && !s->timer.armed) ArmSlot(s);
+    if (s->state.load(std::memory_order_acquire) == kSlotLive) ArmSlot(s);
   }
 }
 
@@ -180,6 +242,7 @@ Collector* OpenCollector() {
                        (attempt ? "." + std::to_string(attempt) : "") + ".dlprof";
     if (c->Open(g_run_fd, name, &error)) {
       SetProcessFields(c);
+      c->WriteProcessChunk();
       return c;
     }
     if (errno != EEXIST) break;
@@ -190,10 +253,63 @@ Collector* OpenCollector() {
 }
 
 void DisarmAllLiveThreads() {
+  TimerLock lock;
+  if (!lock.locked()) {
+    // A signal handler interrupted this thread inside ArmSlot: the collector
+    // disarms at its next tick (and ArmSlot undoes its own arming).
+    g_disarm_pending.store(true);
+    return;
+  }
   for (int i = 0; i < kMaxThreads; ++i) {
     ThreadSlot* s = SlotAt(i);
     if (s->state.load(std::memory_order_acquire) == kSlotLive) G->timer->DisarmThread(&s->timer);
   }
+}
+
+// The process-wide ITIMER_PROF, when it is ours: the "itimer" source's timer
+// is not per thread. A program that set its own (different) interval keeps it.
+void StopProcessTimer() {
+  if (G->timer == nullptr || strcmp(G->timer->name(), "itimer") != 0) return;
+  itimerval now;
+  if (getitimer(ITIMER_PROF, &now) != 0) return;
+  const long us = now.it_interval.tv_sec * 1000000L + now.it_interval.tv_usec;
+  const long ours = G->config.hz == 1 ? 1000000L : 1000000L / G->config.hz;
+  if (us == ours) G->timer->Stop();
+}
+
+// Switches sampling off for good (first reason wins); false if it already was.
+// Async-signal-safe apart from the timer lock (see TimerLock).
+bool StopSampling(OffReason reason) {
+  int expected = kSamplingOn;
+  if (!g_sampling_off.compare_exchange_strong(expected, reason)) return false;
+  g_sampler.active.store(false, std::memory_order_seq_cst);
+  g_sampling_off_ns.store(MonotonicNs());
+  if (G != nullptr && G->timer != nullptr) {
+    DisarmAllLiveThreads();
+    StopProcessTimer();
+  }
+  return true;
+}
+
+const char* OffReasonText(int reason) {
+  switch (reason) {
+    case kProgramSigprof: return "off: the program installed its own SIGPROF handler";
+    case kSigprofBehindBack: return "off: the program replaced dlprof's SIGPROF handler";
+    case kSigprofBeforeStart: return "off: SIGPROF had a handler before dlprof started";
+    case kOutputFailed: return "off: the profile could not be written";
+    case kNoUnwinder: return "off: no unwinder usable in this fork child";
+    default: return "on";
+  }
+}
+
+// Puts "sampling is off, and why" into the profile once (collector lock held).
+void RecordSamplingOff(Collector* c) {
+  const int reason = g_sampling_off.load();
+  if (reason == kSamplingOn || reason == kOutputFailed || g_sampling_off_recorded.exchange(true)) {
+    return;
+  }
+  c->SetProcessField("cpu_sampling", OffReasonText(reason));
+  c->SetProcessField("cpu_sampling_off_ns", std::to_string(g_sampling_off_ns.load()));
 }
 
 void* CollectorMain(void*) {
@@ -210,16 +326,22 @@ void* CollectorMain(void*) {
     timespec ts{static_cast<time_t>(next / 1000000000), static_cast<long>(next % 1000000000)};
     while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
     }
+    // A SIGPROF handler installed around the interposer (sigset(), a raw
+    // syscall): step aside within a tick. Not under the collector lock (the
+    // check takes the signal views' lock, which fork takes first).
+    SigprofTakenBehindOurBack();
     pthread_mutex_lock(&g_collector_mu);
     if (g_stop.load(std::memory_order_acquire) || g_collector == nullptr) {
       pthread_mutex_unlock(&g_collector_mu);
       break;
     }
     now = MonotonicNs();
+    if (g_disarm_pending.exchange(false)) DisarmAllLiveThreads();
     if (g_arm_pending.exchange(false)) {
       g_collector->SetProcessField("sampling_start_ns", std::to_string(now));
       ArmAllLiveThreads();
     }
+    RecordSamplingOff(g_collector);
     g_collector->SnapshotTick(now);
     g_collector->Drain();
     uint64_t requested = g_flush_requested.load(std::memory_order_acquire);
@@ -237,12 +359,22 @@ void* CollectorMain(void*) {
       break;
     }
     if (now - last_flush >= 1000000000LL || requested != g_flush_done.load()) {
-      if (!g_collector->Flush()) g_sampler.active.store(false);
+      if (!g_collector->Flush()) {
+        // Disk full, file size limit, I/O error: Flush said so in one line.
+        // Nothing more can be kept, so nothing more is collected: timers
+        // disarmed, this thread ends, annotations fall back to a branch.
+        StopSampling(kOutputFailed);
+        g_session_started.store(false);
+        g_flush_done.store(requested, std::memory_order_release);
+        pthread_mutex_unlock(&g_collector_mu);
+        break;
+      }
       last_flush = now;
       g_flush_done.store(requested, std::memory_order_release);
     }
     pthread_mutex_unlock(&g_collector_mu);
   }
+  g_collector_running.store(false);
   return nullptr;
 }
 
@@ -251,8 +383,10 @@ bool StartCollectorThread() {
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  g_collector_running.store(true);
   int rc = RealPthreadCreate()(&thread, &attr, CollectorMain, nullptr);
   pthread_attr_destroy(&attr);
+  if (rc != 0) g_collector_running.store(false);
   return rc == 0;
 }
 
@@ -261,10 +395,19 @@ bool StartCollectorThread() {
 void FinishSession(const char* how) {
   if (!g_session_started.exchange(false)) return;
   g_sampler.active.store(false);
-  pthread_mutex_lock(&g_collector_mu);
+  // Bounded: a collector stuck in a write to a hung file system (or in a
+  // loader lock a fork child inherited held) must not hang the exit.
+  timespec deadline;
+  clock_gettime(CLOCK_REALTIME, &deadline);
+  deadline.tv_sec += 2;
+  if (pthread_mutex_timedlock(&g_collector_mu, &deadline) != 0) {
+    DisarmAllLiveThreads();
+    return;
+  }
   g_stop.store(true, std::memory_order_release);
   DisarmAllLiveThreads();
   if (g_collector != nullptr) {
+    RecordSamplingOff(g_collector);
     g_collector->SetProcessField("end", how);
     g_collector->Finish(MonotonicNs());
   }
@@ -272,6 +415,19 @@ void FinishSession(const char* how) {
 }
 
 void OnExit() { FinishSession("exit"); }
+
+// Ends the process by `signo`'s default action, as it would have ended
+// without dlprof. From a handler of `signo` (blocked there) the raise stays
+// pending until the handler returns. This function is safe to call from
+// asynchronous signals.
+void DieOfDefault(int signo) {
+  ReleaseSignal(signo);
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  RealSigaction(signo, &dfl, nullptr);
+  raise(signo);
+}
 
 // SIGTERM / SIGINT when the program has no handler of its own: write the
 // profile (bounded wait), then die of the signal as the program would have.
@@ -283,30 +439,93 @@ void OnTerminationSignal(int signo) {
     g_fatal_signal.compare_exchange_strong(expected, signo);
     RequestFlush(1000);  // only atomics and nanosleep: signal-safe
   }
-  signal(signo, SIG_DFL);
-  raise(signo);  // pending until this handler returns
+  DieOfDefault(signo);
   errno = saved_errno;
 }
 
 void InstallTerminationHandlers() {
   for (int signo : {SIGTERM, SIGINT}) {
     struct sigaction old {};
-    if (sigaction(signo, nullptr, &old) != 0) continue;
-    if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_DFL) signal(signo, OnTerminationSignal);
+    if (RealSigaction(signo, nullptr, &old) != 0) continue;
+    if ((old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL) continue;
+    struct sigaction sa {};
+    sa.sa_handler = OnTerminationSignal;
+    sigemptyset(&sa.sa_mask);
+    sigaddset(&sa.sa_mask, signo);
+    sa.sa_flags = SA_RESTART;
+    // The program still sees SIG_DFL when it asks (core/signals.h).
+    if (RealSigaction(signo, &sa, nullptr) == 0) {
+      OwnSignal(signo, old, reinterpret_cast<void*>(OnTerminationSignal));
+    }
   }
 }
 
+// A SIGPROF dlprof did not send (raise, kill, the program's own timer) while
+// the program's view of SIGPROF is SIG_DFL or SIG_IGN: do what that view
+// says. Ignored: nothing. Default: the process ends, as it would have
+// without dlprof (the profile is ended first, bounded, as for SIGTERM).
+// This function is safe to call from asynchronous signals.
+void OnForeignSigprof(int signo, siginfo_t*, void*) {
+  if (!OwnsSignal(signo)) return;
+  if (ProgramSigprofDisposition() == SIG_IGN) return;
+  if (g_session_started.load()) {
+    g_sampler.active.store(false);
+    int expected = 0;
+    g_fatal_signal.compare_exchange_strong(expected, signo);
+    RequestFlush(1000);
+  }
+  DieOfDefault(signo);
+}
+
+// No sample may be in flight on another thread when fork() copies the
+// process: it could hold libunwind's lock or glibc's loader lock, which the
+// child would then inherit held, with no thread to release them. New samples
+// bail out while the fence is up; this waits (bounded) for running ones.
+void FenceSignalHandlers() {
+  g_sampler.fork_fence.fetch_add(1, std::memory_order_seq_cst);
+  ThreadSlot* self = t_slot;
+  for (int round = 0; round < 2000; ++round) {  // at most ~100 ms
+    bool busy = false;
+    for (int i = 0; i < kMaxThreads && !busy; ++i) {
+      ThreadSlot* s = SlotAt(i);
+      busy = s != self && s->in_handler.load(std::memory_order_seq_cst) != 0;
+    }
+    if (!busy) return;
+    const timespec pause{0, 50000};
+    nanosleep(&pause, nullptr);
+  }
+}
+
+// Every dlprof lock is held across fork(), so the child gets each of them
+// free and its data consistent: the stage and buffer tables (a child interns
+// stages too), the collector, the timers.
 void LockForFork() {
+  FenceSignalHandlers();
+  LockAnnotationsForFork();
   pthread_mutex_lock(&g_collector_mu);
+  pthread_mutex_lock(&g_timer_mu);
   g_fork_seq = g_forks++;
 }
 
-void UnlockAfterFork() { pthread_mutex_unlock(&g_collector_mu); }
+void UnlockAfterFork() {
+  pthread_mutex_unlock(&g_timer_mu);
+  pthread_mutex_unlock(&g_collector_mu);
+  UnlockAnnotationsAfterFork();
+  g_sampler.fork_fence.fetch_sub(1, std::memory_order_seq_cst);
+}
 
 // In a fork()ed child: only the forking thread survives. Forget the parent's
 // threads, timers, pending samples and file; start this process's own profile.
 void ResetInForkChild() {
   g_collector_mu = PTHREAD_MUTEX_INITIALIZER;
+  g_timer_mu = PTHREAD_MUTEX_INITIALIZER;
+  g_timer_owner.store(0);
+  UnlockAnnotationsAfterFork();
+  ResetSignalLockInForkChild();
+  g_sampler.fork_fence.store(0);
+  g_collector_running.store(false);
+  g_sampling_off_recorded.store(false);
+  g_disarm_pending.store(false);
   if (!g_session_started.load()) return;
   if (g_collector != nullptr) g_collector->Abandon();  // the parent's; leaked on purpose
   g_collector = nullptr;
@@ -322,6 +541,22 @@ void ResetInForkChild() {
   }
   g_sampler.dropped_nothread.store(0);
   ResetBufferStats();
+  ResetAnnotationCounters();
+  // Forked while another thread held the loader's lock: it stays held here.
+  // libunwind would wait for it forever from the signal handler on its next
+  // lookup; frame pointers need no loader.
+  bool loader_held = false;
+  if (LoaderLockInheritedHeld()) {
+    loader_held = true;
+    MarkLoaderUnusable();
+    std::string fp_error;
+    if (std::unique_ptr<Unwinder> fp = MakeUnwinder("fp", &fp_error)) {
+      G->unwinder = std::move(fp);
+      g_sampler.unwinder = G->unwinder.get();
+    } else {
+      StopSampling(kNoUnwinder);
+    }
+  }
   G->role = "worker";
   g_worker = g_fork_seq;
   std::string error;
@@ -343,6 +578,10 @@ void ResetInForkChild() {
     g_sampler.active.store(false);
     g_session_started.store(false);
     return;
+  }
+  if (loader_held) {
+    g_collector->SetProcessField("loader_lock",
+                                 "inherited held at fork: frame-pointer stacks, no build-ids");
   }
   if (self != nullptr && Armed()) ArmSlot(self);
   StartCollectorThread();
@@ -400,7 +639,8 @@ bool OpenRunFolder(bool* is_main) {
   }
   const bool created = mkdirat(out_fd, G->run_id.c_str(), 0700) == 0;
   if (!created && errno != EEXIST) {
-    Warn("dlprof: cannot create run folder " + out + "/" + G->run_id + ": " + strerror(errno));
+    Warn("dlprof: cannot create run folder " + out + "/" + G->run_id + ": " + strerror(errno) +
+         "; profiling off");
     close(out_fd);
     return false;
   }
@@ -415,13 +655,27 @@ bool OpenRunFolder(bool* is_main) {
   }
   close(out_fd);
   if (g_run_fd < 0) {
-    Warn("dlprof: cannot open run folder " + out + "/" + G->run_id + ": " + strerror(errno));
+    Warn("dlprof: cannot open run folder " + out + "/" + G->run_id + ": " + strerror(errno) +
+         "; profiling off");
+    return false;
+  }
+  // The run folder's name is predictable: one made in advance by another user
+  // (or left open to others) could take or swap our files.
+  if (fstat(g_run_fd, &st) == 0 && (st.st_uid != geteuid() || (st.st_mode & 022) != 0)) {
+    Warn("dlprof: run folder " + out + "/" + G->run_id +
+         (st.st_uid != geteuid() ? " is owned by another user" : " is writable by other users") +
+         ": refused; profiling off");
+    close(g_run_fd);
+    g_run_fd = -1;
     return false;
   }
   return true;
 }
 
 void StartSession() {
+  // The interposed sigaction()/signal() forward to these even when profiling
+  // is off: resolve them now, not in some signal handler later.
+  ResolveSignalFunctions();
   G = new SessionGlobals();
   G->config = ParseConfig([](const char* name) { return getenv(name); }, Warn);
   if (!G->config.enabled) return;
@@ -447,6 +701,7 @@ void StartSession() {
   }
   bool is_main = true;
   if (!OpenRunFolder(&is_main)) return;
+  FindLoaderLock();
   G->role = is_main ? "main" : "worker";
   g_session_detailed = G->config.mode == Mode::kDetailed;
   g_baseline_remaining.store(G->config.baseline_steps);
@@ -459,16 +714,28 @@ void StartSession() {
   g_sampler.weigh_by_cpu_time = G->timer->CpuTimeWeighted();
   g_sampler.period_ns = 1000000000LL / G->config.hz;
   g_sampler.max_frames = G->config.max_frames < kMaxFrames ? G->config.max_frames : kMaxFrames;
-  if (!InstallSignalHandler(kProfilingSignal)) {
+  g_sampler.own_signals = OwnSignalsOf(G->timer->name());
+  g_sampler.on_foreign = OnForeignSigprof;
+  // A SIGPROF handler that was there first (a library constructor, the
+  // program's .preinit_array, gperftools' profiler) keeps SIGPROF: no
+  // sampling in this process, everything else as usual.
+  struct sigaction prof_before {};
+  RealSigaction(kProfilingSignal, nullptr, &prof_before);
+  if (prof_before.sa_handler != SIG_DFL && prof_before.sa_handler != SIG_IGN) {
+    g_sampling_off.store(kSigprofBeforeStart);
+    g_sampling_off_ns.store(MonotonicNs());
+    WarnLine(
+        "dlprof: SIGPROF already has a handler (installed before dlprof started); CPU sampling "
+        "off for this process (stages, steps, buffers and wall time still recorded)\n");
+  } else if (!InstallSignalHandler(kProfilingSignal)) {
     Warn("dlprof: cannot install the SIGPROF handler; profiling off");
     return;
+  } else {
+    OwnSignal(kProfilingSignal, prof_before, reinterpret_cast<void*>(HandleProfilingSignal));
   }
   pthread_key_create(&g_thread_key, UnregisterThread);
-  pthread_atfork(LockForFork, UnlockAfterFork, [] {
-    UnlockAfterFork();
-    ResetInForkChild();
-  });
-  g_sampler.active.store(true);
+  pthread_atfork(LockForFork, UnlockAfterFork, ResetInForkChild);
+  g_sampler.active.store(g_sampling_off.load() == kSamplingOn);
   g_session_started.store(true);
   RegisterCurrentThread();
   RegisterExistingThreads();
@@ -516,14 +783,27 @@ void PushEvent(ThreadSlot* s, uint64_t kind, uint32_t stage) {
 }
 
 bool RequestFlush(int timeout_ms) {
-  if (!g_session_started.load()) return false;
+  // No collector (output failed, or it never started): nobody would answer.
+  if (!g_session_started.load() || !g_collector_running.load()) return false;
   uint64_t ticket = g_flush_requested.fetch_add(1) + 1;
   const timespec step{0, 1000000};
   for (int waited = 0; waited <= timeout_ms; ++waited) {
     if (g_flush_done.load(std::memory_order_acquire) >= ticket) return true;
+    if (!g_collector_running.load()) return false;
     nanosleep(&step, nullptr);
   }
   return false;
+}
+
+void StepAsideFromSigprof(bool behind_back) {
+  if (!StopSampling(behind_back ? kSigprofBehindBack : kProgramSigprof)) return;
+  WarnLine(behind_back
+               ? "dlprof: the program replaced dlprof's SIGPROF handler; dlprof steps aside: CPU "
+                 "sampling off for this process (stages, steps, buffers and wall time still "
+                 "recorded)\n"
+               : "dlprof: the program installs its own SIGPROF handler; dlprof steps aside: CPU "
+                 "sampling off for this process (stages, steps, buffers and wall time still "
+                 "recorded)\n");
 }
 
 void SetWorker(int worker_id) {

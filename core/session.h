@@ -30,6 +30,13 @@ void PushEvent(ThreadSlot* s, uint64_t kind, uint32_t stage);
 bool RequestFlush(int timeout_ms);
 
 void SetWorker(int worker_id);
+
+// The program took SIGPROF for itself (behind_back: by a path the sigaction
+// interposer does not see, noticed afterwards): stop sampling for good, disarm
+// every timer, say so once on stderr and in the profile. Stages, steps,
+// buffers and wall ticks go on. Safe to call with every signal blocked, from
+// any thread but the collector's while it holds its lock.
+void StepAsideFromSigprof(bool behind_back);
 // Counts a finished step (ends the unprofiled baseline when one is asked for).
 void OnStepEnd();
 

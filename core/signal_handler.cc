@@ -4,6 +4,9 @@
 #include <time.h>
 #include <ucontext.h>
 
+#include <cstring>
+
+#include "core/signals.h"
 #include "core/thread_registry.h"
 
 namespace dlprof {
@@ -20,18 +23,42 @@ int64_t MonotonicNs() {
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
+OwnSignals OwnSignalsOf(const char* timer_name) {
+  if (strcmp(timer_name, "perf") == 0) return kOwnPerf;
+  if (strcmp(timer_name, "posix") == 0) return kOwnPosix;
+  if (strcmp(timer_name, "itimer") == 0) return kOwnItimer;
+  return kOwnAny;
+}
+
+bool IsOwnSignal(const siginfo_t* info) {
+  switch (g_sampler.own_signals) {
+    case kOwnPerf: return info->si_code >= POLL_IN && info->si_code <= POLL_HUP;
+    case kOwnPosix:
+      return info->si_code == SI_TIMER &&
+             info->si_value.sival_ptr == static_cast<void*>(g_sampler.timer);
+    case kOwnItimer: return info->si_code == SI_KERNEL;
+    default: return true;
+  }
+}
+
 bool InstallSignalHandler(int signo) {
   struct sigaction sa {};
   sa.sa_sigaction = HandleProfilingSignal;
   sa.sa_flags = SA_RESTART | SA_SIGINFO;
   sigemptyset(&sa.sa_mask);
-  return sigaction(signo, &sa, &g_previous_action) == 0;
+  return RealSigaction(signo, &sa, &g_previous_action) == 0;
 }
 
-void RestoreSignalHandler(int signo) { sigaction(signo, &g_previous_action, nullptr); }
+void RestoreSignalHandler(int signo) { RealSigaction(signo, &g_previous_action, nullptr); }
 
-void HandleProfilingSignal(int, siginfo_t* info, void* ucontext) {
+void HandleProfilingSignal(int signo, siginfo_t* info, void* ucontext) {
   const int saved_errno = errno;
+  if (info != nullptr && !IsOwnSignal(info)) {
+    // The program's own SIGPROF (raise, kill, its timer): not a sample.
+    if (g_sampler.on_foreign != nullptr) g_sampler.on_foreign(signo, info, ucontext);
+    errno = saved_errno;
+    return;
+  }
   ThreadSlot* s = t_slot;
   if (s != nullptr && (s->tid.load(std::memory_order_relaxed) != t_tid ||
                        s->state.load(std::memory_order_acquire) != kSlotLive)) {
@@ -48,13 +75,21 @@ void HandleProfilingSignal(int, siginfo_t* info, void* ucontext) {
       t_slot = s;
     }
   }
-  if (s == nullptr || !g_sampler.active.load(std::memory_order_relaxed)) {
-    if (s == nullptr) g_sampler.dropped_nothread.fetch_add(1, std::memory_order_relaxed);
+  if (s == nullptr) {
+    g_sampler.dropped_nothread.fetch_add(1, std::memory_order_relaxed);
     errno = saved_errno;
     return;
   }
-  if (s->in_handler.exchange(1, std::memory_order_acquire) != 0) {
+  // in_handler first, then the switches: a fork() that raises its fence and
+  // then finds in_handler clear knows this sample will not start (seq_cst).
+  if (s->in_handler.exchange(1, std::memory_order_seq_cst) != 0) {
     s->dropped_busy.fetch_add(1, std::memory_order_relaxed);
+    errno = saved_errno;
+    return;
+  }
+  if (!g_sampler.active.load(std::memory_order_seq_cst) ||
+      g_sampler.fork_fence.load(std::memory_order_seq_cst) != 0) {
+    s->in_handler.store(0, std::memory_order_release);
     errno = saved_errno;
     return;
   }

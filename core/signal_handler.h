@@ -22,6 +22,12 @@ constexpr int kMaxFrames = 512;
 //   frame count words: pcs, leaf first
 constexpr uint64_t kSampleTag = 0xD1;
 
+// Which SIGPROFs the timer source sends (the rest come from the program):
+// perf events signal with si_code POLL_IN/POLL_HUP (F_SETSIG), our POSIX
+// timers with SI_TIMER and the source as sival_ptr, ITIMER_PROF with SI_KERNEL.
+enum OwnSignals : int { kOwnAny = 0, kOwnPerf, kOwnPosix, kOwnItimer };
+OwnSignals OwnSignalsOf(const char* timer_name);
+
 struct SamplerState {
   Unwinder* unwinder = nullptr;
   TimerSource* timer = nullptr;
@@ -30,8 +36,18 @@ struct SamplerState {
   int64_t period_ns = 10000000;    // 1e9 / hz
   std::atomic<bool> active{false};  // false: the handler records nothing
   std::atomic<uint64_t> dropped_nothread{0};  // signals on threads with no slot
+  // Non-zero while a fork() is under way: the handler records nothing, so no
+  // sample holds a lock the child would inherit (core/session.cc LockForFork).
+  std::atomic<int> fork_fence{0};
+  OwnSignals own_signals = kOwnAny;
+  // Called (from the handler) for a SIGPROF the timer source did not send.
+  void (*on_foreign)(int signo, siginfo_t* info, void* ucontext) = nullptr;
 };
 extern SamplerState g_sampler;
+
+// True when `info` describes a signal of the timer source in use (see
+// OwnSignals). This function is safe to call from asynchronous signals.
+bool IsOwnSignal(const siginfo_t* info);
 
 // Installs HandleProfilingSignal for `signo` with SA_RESTART | SA_SIGINFO.
 // Not signal-safe; call before any timer is armed.

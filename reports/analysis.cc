@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <set>
 
@@ -274,6 +275,45 @@ void AnalyzeBuffers(const Profile& profile, Analysis* a) {
   }
 }
 
+// What the runtime could not keep, or stopped doing, said in the report
+// (the runtime itself only counts it): bounded tables, sampling switched off.
+void RuntimeNotes(const Process& p, Analysis* a) {
+  const std::string who = "pid " + std::to_string(p.pid) + ": ";
+  auto counter = [&](const char* k) -> uint64_t {
+    auto it = p.counters.find(k);
+    return it != p.counters.end() ? it->second : 0;
+  };
+  if (uint64_t n = counter("stage_names_refused")) {
+    a->warnings.push_back(who + std::to_string(n) +
+                          " stage names were refused: the runtime keeps at most 4096 distinct "
+                          "stage names per process; time in those stages counts under the "
+                          "enclosing stage");
+  }
+  if (uint64_t n = counter("names_cut")) {
+    a->warnings.push_back(who + std::to_string(n) +
+                          " stage or buffer names longer than 1024 bytes were cut (they end in "
+                          "\"...\")");
+  }
+  if (uint64_t n = counter("buffers_refused")) {
+    a->warnings.push_back(who + std::to_string(n) +
+                          " buffers were refused: the runtime keeps at most 256 per process");
+  }
+  if (auto lock = p.fields.find("loader_lock"); lock != p.fields.end()) {
+    a->warnings.push_back(who + "forked while another thread held the dynamic loader's lock "
+                                "(it stays held in the child): " + lock->second);
+  }
+  auto it = p.fields.find("cpu_sampling");
+  if (it != p.fields.end() && it->second.rfind("off", 0) == 0) {
+    std::string when;
+    auto at = p.fields.find("cpu_sampling_off_ns");
+    const double after_s =
+        at != p.fields.end() && p.start_ns > 0 ? (std::atoll(at->second.c_str()) - p.start_ns) / 1e9 : 0;
+    if (after_s >= 0.001) when = Fmt(" (from %.2f s after its start)", after_s);
+    a->warnings.push_back(who + "CPU sampling " + it->second + when +
+                          "; stages, steps, buffers and wall time are still recorded");
+  }
+}
+
 void AnalyzeProcesses(const Profile& profile, Analysis* a) {
   std::vector<double> cpu_wall(profile.processes.size()), cpu_samples(profile.processes.size());
   std::vector<bool> has_wall(profile.processes.size());
@@ -316,6 +356,7 @@ void AnalyzeProcesses(const Profile& profile, Analysis* a) {
     a->cost.handler_s += ps.handler_s;
     a->processes.push_back(ps);
     for (const std::string& w : p.warnings) a->warnings.push_back(w);
+    RuntimeNotes(p, a);
   }
   if (a->start_ns == INT64_MAX) a->start_ns = a->end_ns = 0;
   double cpu = 0;

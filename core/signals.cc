@@ -1,0 +1,246 @@
+#include "core/signals.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <sched.h>
+
+#include <atomic>
+
+#include <dlprof/dlprof.h>
+
+#include "core/session.h"
+#include "core/signal_handler.h"
+
+// glibc's own entry points, for when the next definitions cannot be found.
+extern "C" int __sigaction(int signo, const struct sigaction* act, struct sigaction* old);
+extern "C" void (*bsd_signal(int signo, void (*handler)(int)))(int);
+
+namespace dlprof {
+namespace {
+
+using SigactionFn = int (*)(int, const struct sigaction*, struct sigaction*);
+using SignalFn = void (*(*)(int, void (*)(int)))(int);
+
+// The next sigaction()/signal() after ours in the lookup order: glibc's, or a
+// sanitizer runtime's (ASan and TSan intercept both; TSan wraps handlers to
+// deliver signals safely, so nothing here may go around it).
+std::atomic<SigactionFn> g_next_sigaction{nullptr};
+std::atomic<SignalFn> g_next_signal{nullptr};
+
+SigactionFn NextSigaction() {
+  SigactionFn f = g_next_sigaction.load(std::memory_order_acquire);
+  if (f == nullptr) {  // only before ResolveSignalFunctions(): not from a signal handler
+    f = reinterpret_cast<SigactionFn>(dlsym(RTLD_NEXT, "sigaction"));
+    if (f == nullptr) f = __sigaction;
+    g_next_sigaction.store(f, std::memory_order_release);
+  }
+  return f;
+}
+
+SignalFn NextSignal() {
+  SignalFn f = g_next_signal.load(std::memory_order_acquire);
+  if (f == nullptr) {
+    f = reinterpret_cast<SignalFn>(dlsym(RTLD_NEXT, "signal"));
+    if (f == nullptr) f = bsd_signal;
+    g_next_signal.store(f, std::memory_order_release);
+  }
+  return f;
+}
+
+// Constant-initialised (no dynamic initializer: the library constructor may
+// run before this file's). Indexed by Slot().
+struct Owned {
+  std::atomic<bool> owned;
+  std::atomic<void*> ours;                 // dlprof's handler, as installed
+  std::atomic<void (*)(int)> disposition;  // the view's handler, readable from a signal handler
+  struct sigaction view;                   // under g_lock
+};
+Owned g_owned[3];
+
+// Guards the views. Held with every signal blocked, so a handler on the same
+// thread can never spin on it.
+std::atomic_flag g_lock = ATOMIC_FLAG_INIT;
+
+Owned* Slot(int signo) {
+  switch (signo) {
+    case SIGPROF: return &g_owned[0];
+    case SIGTERM: return &g_owned[1];
+    case SIGINT: return &g_owned[2];
+    default: return nullptr;
+  }
+}
+
+class ViewLock {
+ public:
+  ViewLock() {
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &saved_);
+    while (g_lock.test_and_set(std::memory_order_acquire)) sched_yield();
+  }
+  ~ViewLock() {
+    g_lock.clear(std::memory_order_release);
+    pthread_sigmask(SIG_SETMASK, &saved_, nullptr);
+  }
+  ViewLock(const ViewLock&) = delete;
+  ViewLock& operator=(const ViewLock&) = delete;
+
+ private:
+  sigset_t saved_;
+};
+
+void* HandlerOf(const struct sigaction& sa) {
+  return (sa.sa_flags & SA_SIGINFO) ? reinterpret_cast<void*>(sa.sa_sigaction)
+                                    : reinterpret_cast<void*>(sa.sa_handler);
+}
+
+bool IsHandler(const struct sigaction& sa) {
+  return sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN;
+}
+
+// Still dlprof's handler for the signal? (Under the lock.)
+bool StillOurs(int signo, Owned* o) {
+  struct sigaction real {};
+  if (NextSigaction()(signo, nullptr, &real) != 0) return true;
+  return HandlerOf(real) == o->ours.load(std::memory_order_relaxed);
+}
+
+void Release(Owned* o) { o->owned.store(false, std::memory_order_release); }
+
+// With every signal blocked (ViewLock): a tick of ours raised just before the
+// timers were disarmed may be pending on this thread, and would reach the
+// program's handler the moment the mask is restored. Takes every pending
+// SIGPROF; true if one of them was the program's own (to be raised again).
+bool TakePendingSigprof() {
+  sigset_t prof;
+  sigemptyset(&prof);
+  sigaddset(&prof, SIGPROF);
+  siginfo_t info;
+  const timespec now{0, 0};
+  bool program_signal = false;
+  while (sigtimedwait(&prof, &info, &now) == SIGPROF) program_signal |= !IsOwnSignal(&info);
+  return program_signal;
+}
+
+// The program's sigaction() on a signal dlprof owns (see signals.h).
+int ProgramSigaction(int signo, Owned* o, const struct sigaction* act, struct sigaction* old) {
+  bool behind_back = false;
+  int rc = 0;
+  {
+    ViewLock lock;
+    if (!o->owned.load(std::memory_order_acquire)) return NextSigaction()(signo, act, old);
+    if (!StillOurs(signo, o)) {
+      // Replaced behind our back: the program's handler is the real one now.
+      Release(o);
+      behind_back = signo == SIGPROF;
+      rc = NextSigaction()(signo, act, old);
+    } else {
+      const struct sigaction prev = o->view;
+      if (act == nullptr) {
+        if (old != nullptr) *old = prev;
+        return 0;
+      }
+      const struct sigaction next = *act;
+      if (signo == SIGPROF && !IsHandler(next)) {
+        o->view = next;
+        o->disposition.store(next.sa_handler, std::memory_order_release);
+        if (old != nullptr) *old = prev;
+        return 0;
+      }
+      bool program_signal_pending = false;
+      if (signo == SIGPROF) {
+        // Sampling stops, every timer disarmed, before the program's handler
+        // goes in: no tick of ours can reach it.
+        Release(o);
+        StepAsideFromSigprof(false);
+        program_signal_pending = TakePendingSigprof();
+      }
+      rc = NextSigaction()(signo, &next, nullptr);
+      if (rc == 0) {
+        Release(o);
+        if (old != nullptr) *old = prev;
+      }
+      // Delivered when the mask comes back, to the handler just installed.
+      if (program_signal_pending) raise(SIGPROF);
+    }
+  }
+  if (behind_back) StepAsideFromSigprof(true);
+  return rc;
+}
+
+}  // namespace
+
+void ResolveSignalFunctions() {
+  NextSigaction();
+  NextSignal();
+}
+
+int RealSigaction(int signo, const struct sigaction* act, struct sigaction* old) {
+  return NextSigaction()(signo, act, old);
+}
+
+void OwnSignal(int signo, const struct sigaction& program_view, void* ours) {
+  Owned* o = Slot(signo);
+  if (o == nullptr) return;
+  ViewLock lock;
+  o->view = program_view;
+  o->disposition.store(IsHandler(program_view) ? SIG_DFL : program_view.sa_handler,
+                       std::memory_order_release);
+  o->ours.store(ours, std::memory_order_relaxed);
+  o->owned.store(true, std::memory_order_release);
+}
+
+void ReleaseSignal(int signo) {
+  if (Owned* o = Slot(signo)) Release(o);
+}
+
+bool OwnsSignal(int signo) {
+  Owned* o = Slot(signo);
+  return o != nullptr && o->owned.load(std::memory_order_acquire);
+}
+
+void (*ProgramSigprofDisposition())(int) {
+  return g_owned[0].disposition.load(std::memory_order_acquire);
+}
+
+bool SigprofTakenBehindOurBack() {
+  Owned* o = Slot(SIGPROF);
+  if (!o->owned.load(std::memory_order_acquire)) return false;
+  {
+    ViewLock lock;
+    if (!o->owned.load(std::memory_order_acquire) || StillOurs(SIGPROF, o)) return false;
+    Release(o);
+  }
+  StepAsideFromSigprof(true);
+  return true;
+}
+
+void ResetSignalLockInForkChild() { g_lock.clear(std::memory_order_release); }
+
+}  // namespace dlprof
+
+// The program's sigaction() and signal(): see core/signals.h. Everything but
+// the three signals dlprof may own goes straight to glibc.
+extern "C" DLPROF_EXPORT int sigaction(int signo, const struct sigaction* __restrict act,
+                                       struct sigaction* __restrict old) noexcept {
+  dlprof::Owned* o = dlprof::Slot(signo);
+  if (o == nullptr || !o->owned.load(std::memory_order_acquire)) {
+    return dlprof::NextSigaction()(signo, act, old);
+  }
+  return dlprof::ProgramSigaction(signo, o, act, old);
+}
+
+extern "C" DLPROF_EXPORT void (*signal(int signo, void (*handler)(int)) noexcept)(int) {
+  dlprof::Owned* o = dlprof::Slot(signo);
+  if (o == nullptr || !o->owned.load(std::memory_order_acquire)) {
+    return dlprof::NextSignal()(signo, handler);
+  }
+  // What glibc's signal() asks for: BSD semantics.
+  struct sigaction act {}, old{};
+  act.sa_handler = handler;
+  sigemptyset(&act.sa_mask);
+  sigaddset(&act.sa_mask, signo);
+  act.sa_flags = SA_RESTART;
+  if (dlprof::ProgramSigaction(signo, o, &act, &old) != 0) return SIG_ERR;
+  return old.sa_handler;
+}

@@ -1,0 +1,60 @@
+// The signals dlprof installs handlers for (SIGPROF for sampling, SIGTERM and
+// SIGINT to end the profile when the program has no handler), and the
+// program's own view of them.
+//
+// libdlprof exports sigaction() and signal(), so the program's calls reach
+// this file first (as pthread_create reaches core/session.cc). While dlprof
+// owns a signal:
+//   - a query (act == NULL) returns what the program last set, or what was
+//     installed before dlprof started (SIG_DFL, usually): never dlprof's handler;
+//   - SIGPROF set to SIG_DFL or SIG_IGN only changes that view (dlprof keeps
+//     sampling, and applies the view to SIGPROFs it did not send: see
+//     ProgramSigprofDisposition);
+//   - SIGPROF set to a handler makes dlprof step aside: sampling stops (every
+//     timer disarmed) BEFORE the program's handler is installed for real, so
+//     none of dlprof's ticks reaches it;
+//   - SIGTERM/SIGINT set to anything are installed for real (dlprof lets go).
+// Not owned: calls go straight to glibc.
+#ifndef DLPROF_CORE_SIGNALS_H_
+#define DLPROF_CORE_SIGNALS_H_
+
+#include <signal.h>
+
+namespace dlprof {
+
+// Finds the next sigaction()/signal() after libdlprof's (glibc's, or a
+// sanitizer runtime's). Call once at start, before any handler can run.
+void ResolveSignalFunctions();
+
+// The next sigaction after the interposer (glibc's or a sanitizer's): what
+// dlprof itself installs and queries with. Async-signal-safe once resolved.
+int RealSigaction(int signo, const struct sigaction* act, struct sigaction* old);
+
+// dlprof has installed `ours` (a sa_sigaction or, for SIGTERM/SIGINT, a
+// sa_handler) for `signo`; `program_view` is what was there before. Call
+// after installing. Not signal-safe.
+void OwnSignal(int signo, const struct sigaction& program_view, void* ours);
+
+// Gives `signo` back (dlprof will not touch it again). Async-signal-safe.
+void ReleaseSignal(int signo);
+
+// True while dlprof owns `signo`. Async-signal-safe.
+bool OwnsSignal(int signo);
+
+// While dlprof owns SIGPROF: what the program set for it, SIG_DFL or SIG_IGN.
+// Async-signal-safe (one atomic load).
+void (*ProgramSigprofDisposition())(int);
+
+// Checks that SIGPROF's real handler is still dlprof's; if the program
+// replaced it by a path the interposer does not see (sigset(), a raw
+// syscall, a library's own sigaction symbol), releases SIGPROF and returns
+// true. The collector calls it every tick. Not signal-safe.
+bool SigprofTakenBehindOurBack();
+
+// In a fork child: the lock guarding the views may have been held by a thread
+// that does not exist here.
+void ResetSignalLockInForkChild();
+
+}  // namespace dlprof
+
+#endif  // DLPROF_CORE_SIGNALS_H_
