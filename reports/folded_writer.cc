@@ -4,19 +4,32 @@
 #include <unordered_map>
 
 #include "reports/report_writer.h"
+#include "reports/utf8.h"
 
 namespace dlprof {
 namespace {
 
 // Folded frames are separated by ';' and end at the space before the count:
-// neither may appear inside a frame, nor may a newline.
+// neither may appear inside a frame, nor may a newline. The file is UTF-8
+// text (flamegraph.pl turns it into SVG, speedscope decodes it): invalid
+// bytes become U+FFFD, control characters '?'.
 std::string CleanFrame(const std::string& s) {
   std::string out;
   out.reserve(s.size());
-  for (char c : s) {
-    if (c == ';') out += ':';
-    else if (c == '\n' || c == '\r' || c == '\t' || c == ' ') out += '_';
-    else out += c;
+  for (size_t i = 0; i < s.size();) {
+    uint32_t cp = 0;
+    size_t bad = 0;
+    const size_t n = Utf8At(s, i, &cp, &bad);
+    if (n == 0) {
+      out += "\xef\xbf\xbd";
+      i += bad;
+      continue;
+    }
+    if (cp == ';') out += ':';
+    else if (cp == '\n' || cp == '\r' || cp == '\t' || cp == ' ') out += '_';
+    else if (IsTerminalControl(cp)) out += '?';
+    else out.append(s, i, n);
+    i += n;
   }
   return out.empty() ? "?" : out;
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "reports/pprof_wire.h"
+#include "reports/utf8.h"
 
 namespace dlprof {
 namespace {
@@ -306,7 +307,10 @@ std::string EncodePprof(const Profile& p) {
   tail.Int64(field::kDefaultSampleType, st.Intern("cpu"));
 
   ProtoEncoder strings;
-  for (const std::string& s : st.strings()) strings.Bytes(field::kStringTable, s);
+  // profile.proto is proto3: a string field that is not valid UTF-8 makes
+  // strict parsers reject the whole profile. Names come from the profiled
+  // program, so each bad sequence becomes U+FFFD.
+  for (const std::string& s : st.strings()) strings.Bytes(field::kStringTable, ValidUtf8(s));
 
   std::string out = head.Release();
   for (ProtoEncoder* e : {&strings, &functions, &mappings, &locations, &tail, &samples}) {

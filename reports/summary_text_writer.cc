@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "reports/report_writer.h"
+#include "reports/utf8.h"
 
 namespace dlprof {
 namespace {
@@ -17,11 +18,29 @@ std::string Line(const char* fmt, ...) {
   return std::string(buf) + "\n";
 }
 
-// Program-supplied names: keep them on one line and printable.
+// Program-supplied names go to a terminal: one line, valid UTF-8 (bad bytes
+// become U+FFFD), no character that moves the cursor, recolours or reorders
+// the text ('?' instead), at most `max` bytes (cut between characters, "...").
 std::string Clean(const std::string& s, size_t max = 40) {
   std::string out;
-  for (unsigned char c : s) out += (c < 0x20 || c == 0x7f) ? '?' : static_cast<char>(c);
-  if (out.size() > max) out = out.substr(0, max - 3) + "...";
+  for (size_t i = 0; i < s.size();) {
+    uint32_t cp = 0;
+    size_t bad = 0;
+    const size_t n = Utf8At(s, i, &cp, &bad);
+    if (n == 0) {
+      out += "\xef\xbf\xbd";
+      i += bad;
+      continue;
+    }
+    if (IsTerminalControl(cp)) out += '?';
+    else out.append(s, i, n);
+    i += n;
+  }
+  if (out.size() > max) {
+    size_t cut = max - 3;
+    while (cut > 0 && (static_cast<unsigned char>(out[cut]) & 0xc0) == 0x80) --cut;
+    out = out.substr(0, cut) + "...";
+  }
   return out;
 }
 
@@ -37,7 +56,7 @@ class SummaryTextWriter : public ReportWriter {
       if (!v.bottleneck_stage.empty()) {
         out += Line("Bottleneck: stage '%s', %s-bound, in the %s process%s.",
                     Clean(v.bottleneck_stage).c_str(), v.bottleneck_kind == "io" ? "I/O" : "CPU",
-                    v.bottleneck_role.c_str(), v.bottleneck_role == "worker" ? "es" : "");
+                    Clean(v.bottleneck_role, 12).c_str(), v.bottleneck_role == "worker" ? "es" : "");
       }
     } else if (v.basis == "none") {
       out += "VERDICT: unknown (no step markers and no buffers).\n";
@@ -68,7 +87,7 @@ class SummaryTextWriter : public ReportWriter {
     for (const StageStats& st : a.stages) {
       out += Line("  %-24s %9lld %9.3fs %9.3fs %7.0f%% %9.3fs  %-7s %s%s", Clean(st.name, 24).c_str(),
                   static_cast<long long>(st.self_samples), st.self_cpu_s, st.self_wall_s,
-                  100 * st.offcpu_fraction, st.total_wall_s, st.main_role.c_str(),
+                  100 * st.offcpu_fraction, st.total_wall_s, Clean(st.main_role, 12).c_str(),
                   Clean(st.top_blocking_call, 20).c_str(), st.data_stage ? "" : " (model)");
     }
 
@@ -83,7 +102,7 @@ class SummaryTextWriter : public ReportWriter {
     out += "\nProcesses\n---------\n";
     for (const ProcessStats& p : a.processes) {
       out += Line("  pid %-7d %-6s worker %-3d samples %-7lld dropped %-5llu cpu %7.3fs wall %7.3fs  %s",
-                  p.pid, p.role.c_str(), p.worker, static_cast<long long>(p.samples),
+                  p.pid, Clean(p.role, 12).c_str(), p.worker, static_cast<long long>(p.samples),
                   static_cast<unsigned long long>(p.dropped), p.cpu_s, p.wall_s,
                   Clean(p.end_reason, 30).c_str());
     }
