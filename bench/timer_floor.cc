@@ -4,13 +4,16 @@
 // this is the profiler's own; what this costs (the timer interrupt, on a VM
 // its exits, the signal frame and sigreturn) every signal-based sampler pays.
 //
-//   timer_floor --timer none|perf|posix|itimer --hz 1000 [--work UNITS]
+//   timer_floor --timer none|perf|posix|itimer --hz 1000 [--work UNITS] [--syscall-in-handler 1]
 //
 // perf is a per-thread task-clock perf_event, user mode only, with O_ASYNC
 // and F_SETOWN_EX (what dlprof's perf timer source arms); posix a
 // timer_create(CLOCK_THREAD_CPUTIME_ID) timer; itimer setitimer(ITIMER_PROF)
-// (what gperftools uses). Prints:
-//   timer_floor: timer=perf hz=1000 cpu_s=... signals=...
+// (what gperftools uses). --syscall-in-handler 1 makes the handler read the
+// thread's CPU clock (a system call), as dlprof's handler does for sample
+// weights. The handler's own wall-clock time is summed either way, which
+// shows whether the thread gets descheduled inside it. Prints:
+//   timer_floor: timer=perf hz=1000 cpu_s=... signals=... handler_wall_ms=... handler_max_ms=...
 #include <fcntl.h>
 #include <linux/perf_event.h>
 #include <signal.h>
@@ -31,14 +34,28 @@
 namespace {
 
 std::atomic<long> g_signals{0};
+bool g_syscall_in_handler = false;
+int64_t g_handler_wall_ns = 0;  // only this thread's handler writes these
+int64_t g_handler_max_ns = 0;
 
-void Handler(int, siginfo_t*, void*) { g_signals.fetch_add(1, std::memory_order_relaxed); }
-
-double ThreadCpuSeconds() {
+int64_t Ns(clockid_t clock) {
   timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + ts.tv_nsec * 1e-9;
+  clock_gettime(clock, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
+
+void Handler(int, siginfo_t*, void*) {
+  const int saved_errno = errno;
+  const int64_t start = Ns(CLOCK_MONOTONIC);
+  g_signals.fetch_add(1, std::memory_order_relaxed);
+  if (g_syscall_in_handler) Ns(CLOCK_THREAD_CPUTIME_ID);
+  const int64_t took = Ns(CLOCK_MONOTONIC) - start;
+  g_handler_wall_ns += took;
+  if (took > g_handler_max_ns) g_handler_max_ns = took;
+  errno = saved_errno;
+}
+
+double ThreadCpuSeconds() { return static_cast<double>(Ns(CLOCK_THREAD_CPUTIME_ID)) * 1e-9; }
 
 bool Arm(const std::string& timer, int hz) {
   const long period_ns = 1000000000L / hz;
@@ -88,6 +105,7 @@ int main(int argc, char** argv) {
     if (!strcmp(argv[i], "--timer")) timer = argv[i + 1];
     else if (!strcmp(argv[i], "--hz")) hz = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--work")) work = atol(argv[i + 1]);
+    else if (!strcmp(argv[i], "--syscall-in-handler")) g_syscall_in_handler = atoi(argv[i + 1]) != 0;
   }
   if (hz < 1 || work < 1) {
     fprintf(stderr, "usage: timer_floor --timer none|perf|posix|itimer --hz HZ [--work UNITS]\n");
@@ -113,7 +131,9 @@ int main(int argc, char** argv) {
     asm volatile("" : "+r"(x));
   }
   const double cpu = ThreadCpuSeconds() - start;
-  printf("timer_floor: timer=%s hz=%d cpu_s=%.4f signals=%ld x=%llu\n", timer.c_str(), hz, cpu,
-         g_signals.load(), static_cast<unsigned long long>(x & 1));
+  printf("timer_floor: timer=%s hz=%d syscall_in_handler=%d cpu_s=%.4f signals=%ld handler_wall_ms=%.2f "
+         "handler_max_ms=%.2f x=%llu\n",
+         timer.c_str(), hz, g_syscall_in_handler ? 1 : 0, cpu, g_signals.load(), g_handler_wall_ns * 1e-6,
+         g_handler_max_ns * 1e-6, static_cast<unsigned long long>(x & 1));
   return 0;
 }

@@ -26,7 +26,8 @@
 # Knobs (environment): BENCH_REPS (4), BENCH_WORK (100 units of ~10 ms per
 # thread with 1 and 2 threads), BENCH_WORK_MANY (25 per thread with 8),
 # BENCH_THREADS ("1 2 8"), BENCH_HZ ("100 1000"), BENCH_TOOLS ("dlprof
-# dlprof-fp gperftools perf"; also dlprof-posix), BENCH_LONG_WORK (3000 units, ~30 s),
+# gperftools perf"; also dlprof-fp: fp unwinder, dlprof-posix: POSIX timer;
+# each added tool costs ~20% more time), BENCH_LONG_WORK (3000 units, ~30 s),
 # BENCH_PIPELINE_REPS (3), BENCH_FLOOR_REPS (4), BENCH_GPERFTOOLS_LIB.
 set -euo pipefail
 
@@ -43,7 +44,7 @@ work=${BENCH_WORK:-100}
 work_many=${BENCH_WORK_MANY:-25}
 threads_list=${BENCH_THREADS:-"1 2 8"}
 hz_list=${BENCH_HZ:-"100 1000"}
-tools=${BENCH_TOOLS:-"dlprof dlprof-fp gperftools perf"}
+tools=${BENCH_TOOLS:-"dlprof gperftools perf"}
 long_work=${BENCH_LONG_WORK:-3000}
 pipeline_reps=${BENCH_PIPELINE_REPS:-3}
 floor_reps=${BENCH_FLOOR_REPS:-4}
