@@ -103,11 +103,16 @@ void HandleProfilingSignal(int signo, siginfo_t* info, void* ucontext) {
   if (depth > static_cast<uint32_t>(kMaxStageDepth)) depth = kMaxStageDepth;
   int extra = g_sampler.timer->Overrun(info);
   if (extra < 0) extra = 0;
+  int64_t preempted_ns = 0;
   if (g_sampler.weigh_by_cpu_time) {
     // Periods that ended in the kernel raised no signal; this sample stands
     // for them too (clock_gettime is async-signal-safe).
     timespec cpu;
+    const int64_t before = MonotonicNs();
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
+    // A real system call: the scheduler may run others right here, which is
+    // not time spent sampling. Leave it out of handler_ns.
+    preempted_ns = MonotonicNs() - before;
     int64_t now = static_cast<int64_t>(cpu.tv_sec) * 1000000000 + cpu.tv_nsec;
     if (s->last_sample_cpu_ns > 0) {
       int64_t periods = (now - s->last_sample_cpu_ns + g_sampler.period_ns / 2) / g_sampler.period_ns;
@@ -136,7 +141,8 @@ void HandleProfilingSignal(int signo, siginfo_t* info, void* ucontext) {
     s->samples.Commit(pos, n);
     s->samples_taken.fetch_add(1, std::memory_order_relaxed);
   }
-  s->handler_ns.fetch_add(static_cast<uint64_t>(MonotonicNs() - start), std::memory_order_relaxed);
+  const int64_t spent = MonotonicNs() - start - preempted_ns;
+  s->handler_ns.fetch_add(static_cast<uint64_t>(spent > 0 ? spent : 0), std::memory_order_relaxed);
   s->in_handler.store(0, std::memory_order_release);
   errno = saved_errno;
 }
