@@ -5,6 +5,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -32,6 +33,13 @@ std::string Hex(const std::string& bytes) {
     out.push_back(digits[c & 15]);
   }
   return out;
+}
+
+// Times are deltas from a base; damaged input must not overflow (undefined
+// behaviour) while they add up, so they wrap like the unsigned numbers they
+// are, and are clamped where they are kept.
+int64_t AddDelta(int64_t t, uint64_t zigzag) {
+  return static_cast<int64_t>(static_cast<uint64_t>(t) + static_cast<uint64_t>(UnZigZag(zigzag)));
 }
 
 struct RawSample {
@@ -80,7 +88,7 @@ class FileDecoder {
       case DLPROF_CHUNK_END: {
         uint64_t t;
         if (!GetVarint(&b, e, &t)) return false;
-        proc().end_ns = static_cast<int64_t>(t);
+        proc().end_ns = ClampTime(static_cast<int64_t>(t));
         proc().complete = true;
         return true;
       }
@@ -180,9 +188,9 @@ class FileDecoder {
           !GetVarint(&b, e, &path) || !GetVarint(&b, e, &extra)) {
         return false;
       }
-      t += UnZigZag(dt);
+      t = AddDelta(t, dt);
       raw_.push_back({static_cast<uint32_t>(thread), static_cast<uint32_t>(stack),
-                      static_cast<uint32_t>(path), t, static_cast<int64_t>(extra) + 1});
+                      static_cast<uint32_t>(path), ClampTime(t), ClampUnsigned(extra) + 1});
     }
     return true;
   }
@@ -195,16 +203,16 @@ class FileDecoder {
           !GetVarint(&b, e, &wall) || !GetVarint(&b, e, &cpu) || !GetVarint(&b, e, &state)) {
         return false;
       }
-      t += UnZigZag(dt);
+      t = AddDelta(t, dt);
       Sample s;
       s.process = proc_index_;
       s.tid = Tid(static_cast<uint32_t>(thread));
       s.stage_path = PathIndex(static_cast<uint32_t>(path));
       s.kind = SampleKind::kWall;
-      s.time_ns = t;
+      s.time_ns = ClampTime(t);
       s.count = 0;
-      s.wall_ns = static_cast<int64_t>(wall);
-      s.cpu_ns = static_cast<int64_t>(cpu);
+      s.wall_ns = ClampUnsigned(wall);
+      s.cpu_ns = ClampUnsigned(cpu);
       // Blocked in a syscall is off-CPU; running or runnable (waiting for a
       // core) is on. cpu_ns / wall_ns gives the exact split either way.
       s.on_cpu = state == 0;
@@ -238,9 +246,9 @@ class FileDecoder {
     int64_t t = static_cast<int64_t>(base);
     for (uint64_t i = 0; i < n; ++i) {
       if (!GetVarint(&b, e, &dt) || !GetVarint(&b, e, &id) || !GetVarint(&b, e, &size)) return false;
-      t += UnZigZag(dt);
+      t = AddDelta(t, dt);
       auto it = buffers_.find(static_cast<uint32_t>(id));
-      if (it != buffers_.end()) p_->buffers[it->second].snapshots.push_back({t, size});
+      if (it != buffers_.end()) p_->buffers[it->second].snapshots.push_back({ClampTime(t), size});
     }
     return true;
   }
@@ -253,8 +261,8 @@ class FileDecoder {
           !GetVarint(&b, e, &stage)) {
         return false;
       }
-      t += UnZigZag(dt);
-      Event(static_cast<uint32_t>(thread), kind, static_cast<uint32_t>(stage), t);
+      t = AddDelta(t, dt);
+      Event(static_cast<uint32_t>(thread), kind, static_cast<uint32_t>(stage), ClampTime(t));
     }
     return true;
   }
@@ -366,22 +374,23 @@ void FileDecoder::Finish() {
   };
   auto num = [&](const char* k, long long dflt) {
     std::string v = field(k);
-    return v.empty() ? dflt : std::atoll(v.c_str());
+    return v.empty() ? dflt : std::strtoll(v.c_str(), nullptr, 10);  // saturates, unlike atoll
   };
   pr.pid = static_cast<int>(num("pid", 0));
   pr.ppid = static_cast<int>(num("ppid", 0));
   pr.role = field("role").empty() ? "main" : field("role");
   pr.worker = static_cast<int>(num("worker", -1));
   pr.command = field("command");
-  pr.hz = static_cast<int>(num("hz", 100));
+  long long hz = num("hz", 100);
+  pr.hz = hz >= 1 && hz <= 1000000 ? static_cast<int>(hz) : 100;
   pr.mode = field("mode");
   pr.unwinder = field("unwinder");
   pr.timer = field("timer");
-  pr.start_ns = num("start_ns", 0);
-  pr.start_unix_ns = num("start_unix_ns", 0);
-  pr.sampling_start_ns = num("sampling_start_ns", pr.start_ns);
+  pr.start_ns = ClampTime(num("start_ns", 0));
+  pr.start_unix_ns = std::max(0LL, num("start_unix_ns", 0));
+  pr.sampling_start_ns = ClampTime(num("sampling_start_ns", pr.start_ns));
   pr.end_reason = pr.complete ? field("end") : "";
-  const int64_t period = pr.hz > 0 ? 1000000000LL / pr.hz : 10000000LL;
+  const int64_t period = 1000000000LL / pr.hz;
   int64_t last = pr.start_ns;
   for (const RawSample& r : raw_) {
     Sample s;
@@ -391,7 +400,7 @@ void FileDecoder::Finish() {
     s.stage_path = PathIndex(r.path);
     s.time_ns = r.time;
     s.count = r.weight;
-    s.cpu_ns = r.weight * period;
+    s.cpu_ns = ClampedProduct(r.weight, period);
     p_->samples.push_back(s);
     last = std::max(last, r.time);
   }
@@ -425,6 +434,11 @@ bool ReadDlprofFile(const std::string& path, Profile* profile, std::string* erro
     return false;
   }
   std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return ReadDlprofBuffer(data, path, profile, error);
+}
+
+bool ReadDlprofBuffer(const std::string& data, const std::string& path, Profile* profile,
+                      std::string* error) {
   if (data.size() < DLPROF_FILE_HEADER_SIZE || memcmp(data.data(), DLPROF_FILE_MAGIC, 8) != 0) {
     *error = path + ": offset 0: not a .dlprof file (bad magic)";
     return false;

@@ -15,6 +15,11 @@ namespace dlprof {
 // file cannot be read at all or is not a .dlprof file.
 bool ReadDlprofFile(const std::string& path, Profile* profile, std::string* error);
 
+// The same for a file's bytes already in memory; `path` only names them in
+// warnings and in Process::file. (The fuzz targets call this.)
+bool ReadDlprofBuffer(const std::string& data, const std::string& path, Profile* profile,
+                      std::string* error);
+
 // The .dlprof files of a run folder, sorted. `dir` may also be a DLPROF_OUT
 // folder, meaning its newest run ("latest", else the newest subfolder).
 std::vector<std::string> ListRunFiles(const std::string& dir, std::string* error);

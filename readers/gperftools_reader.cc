@@ -101,7 +101,10 @@ void ReadGperftools(const std::string& path, Profile* profile) {
   if (!in) throw std::runtime_error(path + ": cannot open: " + std::strerror(errno));
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) throw std::runtime_error(path + ": read error");
+  ReadGperftoolsBuffer(bytes, path, profile);
+}
 
+void ReadGperftoolsBuffer(const std::string& bytes, const std::string& path, Profile* profile) {
   const WordFormat* format = nullptr;
   for (const WordFormat& f : kFormats) {
     if (HeaderMatches(bytes, f)) {
@@ -120,7 +123,8 @@ void ReadGperftools(const std::string& path, Profile* profile) {
   };
 
   const uint64_t header_words = 2 + r.At(w);  // the second word counts the rest
-  const uint64_t period_us = r.At(3 * w);
+  // A period over 1000 s is damage; 0 means unknown.
+  const uint64_t period_us = std::min<uint64_t>(r.At(3 * w), 1000000000);
   size_t pos = static_cast<size_t>(header_words * w);
   std::vector<Record> records;
   bool complete = false;
@@ -212,8 +216,8 @@ void ReadGperftools(const std::string& path, Profile* profile) {
     Sample s;
     s.process = process;
     s.stack = profile->InternStack(stack);
-    s.count = static_cast<int64_t>(rec.count);
-    s.cpu_ns = static_cast<int64_t>(rec.count * period_us * 1000);
+    s.count = ClampUnsigned(rec.count);
+    s.cpu_ns = ClampedProduct(s.count, static_cast<int64_t>(period_us) * 1000);
     s.kind = SampleKind::kCpu;
     s.on_cpu = true;
     profile->samples.push_back(s);

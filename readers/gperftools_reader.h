@@ -34,6 +34,10 @@ bool LooksLikeGperftoolsProfile(const std::string& bytes);
 // cannot be read or does not start with a gperftools CPU profile header.
 void ReadGperftools(const std::string& path, Profile* profile);
 
+// The same for a file's bytes already in memory; `path` only names them in
+// warnings and in Process::file. (The fuzz targets call this.)
+void ReadGperftoolsBuffer(const std::string& bytes, const std::string& path, Profile* profile);
+
 }  // namespace dlprof
 
 #endif  // DLPROF_READERS_GPERFTOOLS_READER_H_

@@ -2,6 +2,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -10,6 +11,7 @@
 #include <stdexcept>
 #include <tuple>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace dlprof {
@@ -389,7 +391,10 @@ void ReadPprof(const std::string& path, Profile* profile) {
   if (!in) throw std::runtime_error(path + ": cannot open: " + std::strerror(errno));
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) throw std::runtime_error(path + ": read error");
+  ReadPprofBuffer(std::move(bytes), path, profile);
+}
 
+void ReadPprofBuffer(std::string bytes, const std::string& path, Profile* profile) {
   std::vector<std::string> warnings;
   if (bytes.size() >= 2 && static_cast<uint8_t>(bytes[0]) == 0x1f &&
       static_cast<uint8_t>(bytes[1]) == 0x8b) {
@@ -498,7 +503,7 @@ void ReadPprof(const std::string& path, Profile* profile) {
       proc.worker = static_cast<int>(worker);
       proc.host = host;
       proc.file = path;
-      proc.start_unix_ns = raw.time_nanos;
+      proc.start_unix_ns = std::max<int64_t>(0, raw.time_nanos);
       if (period_is_cpu_ns && raw.period > 0) proc.hz = static_cast<int>(1000000000 / raw.period);
       proc.mappings = mappings;
       proc.complete = warnings.empty();
@@ -511,10 +516,11 @@ void ReadPprof(const std::string& path, Profile* profile) {
     s.tid = static_cast<uint32_t>(tid);
     s.on_cpu = cpu != "off";
     auto value = [&](int i) -> int64_t {
-      return i >= 0 && static_cast<size_t>(i) < rs.values.size() ? rs.values[i] : 0;
+      return i >= 0 && static_cast<size_t>(i) < rs.values.size() ? ClampValue(rs.values[i]) : 0;
     };
     s.count = count_i >= 0 ? value(count_i) : 1;
-    s.cpu_ns = cpu_i >= 0 ? value(cpu_i) : (period_is_cpu_ns ? s.count * raw.period : 0);
+    const int64_t period = ClampValue(raw.period);
+    s.cpu_ns = cpu_i >= 0 ? value(cpu_i) : (period_is_cpu_ns ? ClampedProduct(s.count, period) : 0);
     s.wall_ns = value(wall_i);
     s.kind = s.wall_ns > 0 && s.cpu_ns == 0 ? SampleKind::kWall : SampleKind::kCpu;
     stack.clear();

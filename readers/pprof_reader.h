@@ -28,6 +28,10 @@ namespace dlprof {
 // Throws std::runtime_error naming the path only when it cannot be read.
 void ReadPprof(const std::string& path, Profile* profile);
 
+// The same for a file's bytes (gzipped or not) already in memory; `path` only
+// names them in warnings and in Process::file. (The fuzz targets call this.)
+void ReadPprofBuffer(std::string bytes, const std::string& path, Profile* profile);
+
 }  // namespace dlprof
 
 #endif  // DLPROF_READERS_PPROF_READER_H_

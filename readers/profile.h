@@ -128,6 +128,29 @@ struct Profile {
   std::unordered_map<std::string, uint32_t> location_index_;
 };
 
+// Bounds on numbers read from files. A damaged or hostile file can hold any
+// 64-bit value; within these, the analysis and the writers can add, subtract
+// and double times and durations in int64_t without overflow. Real profiles
+// are far inside them.
+constexpr int64_t kMaxTimeNs = int64_t{1} << 60;    // CLOCK_MONOTONIC: 36 years of uptime
+constexpr int64_t kMaxRecordValue = int64_t{1} << 40;  // one record's count or ns: 18 minutes
+
+// `t` clamped to [0, kMaxTimeNs] (monotonic times), `v` to
+// [-kMaxRecordValue, kMaxRecordValue] (counts and durations of one record).
+inline int64_t ClampTime(int64_t t) { return t < 0 ? 0 : t > kMaxTimeNs ? kMaxTimeNs : t; }
+inline int64_t ClampValue(int64_t v) {
+  return v < -kMaxRecordValue ? -kMaxRecordValue : v > kMaxRecordValue ? kMaxRecordValue : v;
+}
+inline int64_t ClampUnsigned(uint64_t v) {
+  return v > static_cast<uint64_t>(kMaxRecordValue) ? kMaxRecordValue : static_cast<int64_t>(v);
+}
+// a × b, clamped as ClampValue (saturating instead of overflowing).
+inline int64_t ClampedProduct(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_mul_overflow(a, b, &r)) return (a < 0) != (b < 0) ? -kMaxRecordValue : kMaxRecordValue;
+  return ClampValue(r);
+}
+
 // "decode" or "read/decode": the names of a stage path joined by '/'.
 std::string StagePathName(const Profile& p, uint32_t stage_path);
 

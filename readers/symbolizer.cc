@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -47,8 +48,15 @@ struct ElfInfo {
 ElfInfo ReadElfInfo(const std::string& path) {
   ElfInfo info;
   elf_version(EV_CURRENT);
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Paths come from profiles, which may be hostile: a FIFO or a device
+  // ("/dev/stdin" in a gperftools memory map) would block or never end.
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return info;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return info;
+  }
   Elf* elf = elf_begin(fd, ELF_C_READ_MMAP, nullptr);
   if (elf != nullptr && elf_kind(elf) == ELF_K_ELF) {
     info.ok = true;

@@ -8,6 +8,8 @@ packages=(
   libboost-program-options-dev libbenchmark-dev libgtest-dev libgmock-dev
   libdw-dev libelf-dev zlib1g-dev nlohmann-json3-dev libjpeg-dev
   golang-go binutils
+  # clang and its runtimes (libFuzzer, the sanitizers) for the fuzz targets.
+  clang-14 libclang-rt-14-dev
   # Headless Chromium for the HTML report's end-to-end test, with one font so
   # that its screenshots show text.
   chromium fonts-dejavu-core
