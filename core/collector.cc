@@ -434,7 +434,13 @@ bool Collector::Flush() {
       // What the bounded tables refused or cut: the report notes it.
       {"stage_names_refused", StageNamesRefused()},
       {"names_cut", NamesCut()},
-      {"buffers_refused", BuffersRefused()}};
+      {"buffers_refused", BuffersRefused()},
+      // Unwinder lookups given up because another thread held the loader lock.
+      {"unwind_loader_busy", LoaderBusyLookups()},
+      // Samples unwound by frame pointers because a fork() was under way,
+      // and how long forks kept libunwind out.
+      {"fork_samples", g_sampler.fork_samples.load(std::memory_order_relaxed)},
+      {"fork_fence_ns", g_sampler.fork_fence_ns.load(std::memory_order_relaxed)}};
   p.clear();
   PutVarint(&p, sizeof(stats) / sizeof(stats[0]));
   for (const auto& [name, value] : stats) {

@@ -9,6 +9,8 @@
 
 #include <atomic>
 
+#include <dlprof/dlprof.h>  // DLPROF_EXPORT
+
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -59,6 +61,23 @@ int CollectBuildIds(dl_phdr_info* info, size_t, void* data) {
 
 pthread_mutex_t* g_loader_lock = nullptr;
 std::atomic<bool> g_loader_unusable{false};
+std::atomic<uint64_t> g_loader_busy{0};
+
+using IteratePhdrFn = int (*)(int (*)(dl_phdr_info*, size_t, void*), void*);
+std::atomic<IteratePhdrFn> g_next_iterate_phdr{nullptr};
+
+// glibc's (or the next interposer's). Resolved by FindLoaderLock() at start;
+// lazily otherwise (never first from a signal handler: the handler only runs
+// after start).
+IteratePhdrFn NextIteratePhdr() {
+  IteratePhdrFn f = g_next_iterate_phdr.load(std::memory_order_acquire);
+  if (f == nullptr) {
+    f = reinterpret_cast<IteratePhdrFn>(dlsym(RTLD_NEXT, "dl_iterate_phdr"));
+    if (f == nullptr) f = [](int (*)(dl_phdr_info*, size_t, void*), void*) { return 0; };
+    g_next_iterate_phdr.store(f, std::memory_order_release);
+  }
+  return f;
+}
 
 struct LockScan {
   const char* base;
@@ -84,7 +103,12 @@ int FindHeldRecursiveMutex(dl_phdr_info*, size_t, void* data) {
 
 }  // namespace
 
+__thread bool t_in_unwind __attribute__((tls_model("initial-exec"))) = false;
+
+uint64_t LoaderBusyLookups() { return g_loader_busy.load(std::memory_order_relaxed); }
+
 void FindLoaderLock() {
+  NextIteratePhdr();
   void* global = dlsym(RTLD_DEFAULT, "_rtld_global");
   const char* base = static_cast<const char*>(global);
   if (base == nullptr) return;
@@ -94,7 +118,7 @@ void FindLoaderLock() {
   const auto* sym = static_cast<const ElfW(Sym)*>(extra);
   if (sym->st_size < sizeof(pthread_mutex_t)) return;
   LockScan scan{base, sym->st_size, gettid(), nullptr, 0};
-  dl_iterate_phdr(FindHeldRecursiveMutex, &scan);
+  NextIteratePhdr()(FindHeldRecursiveMutex, &scan);
   // One match, and released once dl_iterate_phdr returned: that is the lock.
   if (scan.matches == 1 && scan.found->__data.__owner != scan.tid) g_loader_lock = scan.found;
 }
@@ -151,3 +175,19 @@ std::vector<MapEntry> ReadExecutableMappings() {
 }
 
 }  // namespace dlprof
+
+// See proc_maps.h. This function is safe to call from asynchronous signals
+// when t_in_unwind is set (it then only tries the lock).
+extern "C" DLPROF_EXPORT int dl_iterate_phdr(int (*callback)(dl_phdr_info*, size_t, void*),
+                                             void* data) {
+  auto next = dlprof::NextIteratePhdr();
+  pthread_mutex_t* lock = dlprof::g_loader_lock;
+  if (!dlprof::t_in_unwind || lock == nullptr) return next(callback, data);
+  if (dlprof::g_loader_unusable.load(std::memory_order_relaxed) || pthread_mutex_trylock(lock) != 0) {
+    dlprof::g_loader_busy.fetch_add(1, std::memory_order_relaxed);
+    return 0;  // as if nothing were loaded: the unwinder stops at this frame
+  }
+  int result = next(callback, data);  // takes the (recursive) lock again, at once
+  pthread_mutex_unlock(lock);
+  return result;
+}

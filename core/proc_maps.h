@@ -38,6 +38,15 @@ uint64_t LoadedObjectsGeneration();
 void FindLoaderLock();
 // In a fork child: true when the loader lock came over held.
 bool LoaderLockInheritedHeld();
+
+// libdlprof also exports dl_iterate_phdr(), which libunwind calls on a cache
+// miss. Called from the profiling signal handler (t_in_unwind set), it never
+// waits for the loader lock: if another thread holds it (that thread may be
+// in dlopen, waiting for a malloc lock the interrupted thread holds: a
+// deadlock), the lookup fails and the stack is cut there, counted in
+// LoaderBusyLookups(). Everywhere else it is glibc's.
+extern __thread bool t_in_unwind __attribute__((tls_model("initial-exec")));
+uint64_t LoaderBusyLookups();
 // From now on this process never calls dl_iterate_phdr (the maps come from
 // /proc/self/maps alone, without build-ids; the generation stays put).
 void MarkLoaderUnusable();

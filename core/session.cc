@@ -45,6 +45,7 @@ constexpr int kProfilingSignal = SIGPROF;
 struct SessionGlobals {
   Config config;
   std::unique_ptr<Unwinder> unwinder;
+  std::unique_ptr<Unwinder> fork_unwinder;  // frame pointers, while a fork is under way
   std::unique_ptr<TimerSource> timer;
   std::string run_id;
   std::string role = "main";
@@ -477,21 +478,33 @@ void OnForeignSigprof(int signo, siginfo_t*, void*) {
   DieOfDefault(signo);
 }
 
-// No sample may be in flight on another thread when fork() copies the
-// process: it could hold libunwind's lock or glibc's loader lock, which the
-// child would then inherit held, with no thread to release them. New samples
-// bail out while the fence is up; this waits (bounded) for running ones.
+// No sample may be inside libunwind on another thread when fork() copies the
+// process: it could hold libunwind's lock, which the child would then inherit
+// held, with no thread to release it. While the fence is up, new samples
+// unwind by frame pointers (no lock, no loader); this waits (bounded) for
+// the ones already running.
+// Samples never wait (the loader is only tried, see proc_maps.h), so this
+// takes microseconds; the bound is for a handler preempted on a crowded
+// machine. If it runs out, the child cannot trust libunwind's lock and
+// unwinds by frame pointers (ResetInForkChild).
+bool g_fence_timed_out = false;  // for the child: read right after fork
+__thread int64_t t_fence_start_ns __attribute__((tls_model("initial-exec"))) = 0;
 void FenceSignalHandlers() {
+  t_fence_start_ns = MonotonicNs();
   g_sampler.fork_fence.fetch_add(1, std::memory_order_seq_cst);
   ThreadSlot* self = t_slot;
-  for (int round = 0; round < 2000; ++round) {  // at most ~100 ms
+  g_fence_timed_out = true;
+  for (int round = 0; round < 20000; ++round) {  // at most ~2 s
     bool busy = false;
     for (int i = 0; i < kMaxThreads && !busy; ++i) {
       ThreadSlot* s = SlotAt(i);
       busy = s != self && s->in_handler.load(std::memory_order_seq_cst) != 0;
     }
-    if (!busy) return;
-    const timespec pause{0, 50000};
+    if (!busy) {
+      g_fence_timed_out = false;
+      return;
+    }
+    const timespec pause{0, 100000};
     nanosleep(&pause, nullptr);
   }
 }
@@ -500,11 +513,13 @@ void FenceSignalHandlers() {
 // free and its data consistent: the stage and buffer tables (a child interns
 // stages too), the collector, the timers.
 void LockForFork() {
-  FenceSignalHandlers();
   LockAnnotationsForFork();
   pthread_mutex_lock(&g_collector_mu);
   pthread_mutex_lock(&g_timer_mu);
   g_fork_seq = g_forks++;
+  // Last: concurrent forks queue on the locks above, and the fence should
+  // only cover this fork's own clone.
+  FenceSignalHandlers();
 }
 
 void UnlockAfterFork() {
@@ -512,6 +527,8 @@ void UnlockAfterFork() {
   pthread_mutex_unlock(&g_collector_mu);
   UnlockAnnotationsAfterFork();
   g_sampler.fork_fence.fetch_sub(1, std::memory_order_seq_cst);
+  g_sampler.fork_fence_ns.fetch_add(static_cast<uint64_t>(MonotonicNs() - t_fence_start_ns),
+                                    std::memory_order_relaxed);
 }
 
 // In a fork()ed child: only the forking thread survives. Forget the parent's
@@ -540,19 +557,21 @@ void ResetInForkChild() {
     }
   }
   g_sampler.dropped_nothread.store(0);
+  g_sampler.fork_samples.store(0);
+  g_sampler.fork_fence_ns.store(0);
   ResetBufferStats();
   ResetAnnotationCounters();
   // Forked while another thread held the loader's lock: it stays held here.
   // libunwind would wait for it forever from the signal handler on its next
   // lookup; frame pointers need no loader.
-  bool loader_held = false;
-  if (LoaderLockInheritedHeld()) {
-    loader_held = true;
-    MarkLoaderUnusable();
+  const bool loader_held = LoaderLockInheritedHeld();
+  if (loader_held || g_fence_timed_out) {
+    if (loader_held) MarkLoaderUnusable();
     std::string fp_error;
     if (std::unique_ptr<Unwinder> fp = MakeUnwinder("fp", &fp_error)) {
       G->unwinder = std::move(fp);
       g_sampler.unwinder = G->unwinder.get();
+      g_sampler.fork_unwinder = G->unwinder.get();
     } else {
       StopSampling(kNoUnwinder);
     }
@@ -582,6 +601,9 @@ void ResetInForkChild() {
   if (loader_held) {
     g_collector->SetProcessField("loader_lock",
                                  "inherited held at fork: frame-pointer stacks, no build-ids");
+  } else if (g_fence_timed_out) {
+    g_collector->SetProcessField("fork_fence",
+                                 "a sample was still being taken at fork: frame-pointer stacks");
   }
   if (self != nullptr && Armed()) ArmSlot(self);
   StartCollectorThread();
@@ -710,6 +732,8 @@ void StartSession() {
   if (g_collector == nullptr) return;
 
   g_sampler.unwinder = G->unwinder.get();
+  if (strcmp(G->unwinder->name(), "fp") != 0) G->fork_unwinder = MakeUnwinder("fp", &error);
+  g_sampler.fork_unwinder = G->fork_unwinder ? G->fork_unwinder.get() : G->unwinder.get();
   g_sampler.timer = G->timer.get();
   g_sampler.weigh_by_cpu_time = G->timer->CpuTimeWeighted();
   g_sampler.period_ns = 1000000000LL / G->config.hz;

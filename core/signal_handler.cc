@@ -6,6 +6,7 @@
 
 #include <cstring>
 
+#include "core/proc_maps.h"
 #include "core/signals.h"
 #include "core/thread_registry.h"
 
@@ -87,17 +88,24 @@ void HandleProfilingSignal(int signo, siginfo_t* info, void* ucontext) {
     errno = saved_errno;
     return;
   }
-  if (!g_sampler.active.load(std::memory_order_seq_cst) ||
-      g_sampler.fork_fence.load(std::memory_order_seq_cst) != 0) {
+  if (!g_sampler.active.load(std::memory_order_seq_cst)) {
     s->in_handler.store(0, std::memory_order_release);
     errno = saved_errno;
     return;
   }
+  Unwinder* unwinder = g_sampler.unwinder;
+  if (g_sampler.fork_fence.load(std::memory_order_seq_cst) != 0 &&
+      g_sampler.fork_unwinder != nullptr) {
+    unwinder = g_sampler.fork_unwinder;
+    g_sampler.fork_samples.fetch_add(1, std::memory_order_relaxed);
+  }
   const int64_t start = MonotonicNs();
 
   uintptr_t pcs[kMaxFrames];
-  int frames = g_sampler.unwinder->Unwind(static_cast<const ucontext_t*>(ucontext), s->bounds,
-                                          pcs, g_sampler.max_frames);
+  t_in_unwind = true;  // the loader is only tried, never waited for (proc_maps.h)
+  int frames = unwinder->Unwind(static_cast<const ucontext_t*>(ucontext), s->bounds, pcs,
+                                g_sampler.max_frames);
+  t_in_unwind = false;
   if (frames < 0) frames = 0;
   uint32_t depth = s->depth.load(std::memory_order_relaxed);
   if (depth > static_cast<uint32_t>(kMaxStageDepth)) depth = kMaxStageDepth;

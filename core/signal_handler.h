@@ -36,9 +36,13 @@ struct SamplerState {
   int64_t period_ns = 10000000;    // 1e9 / hz
   std::atomic<bool> active{false};  // false: the handler records nothing
   std::atomic<uint64_t> dropped_nothread{0};  // signals on threads with no slot
-  // Non-zero while a fork() is under way: the handler records nothing, so no
-  // sample holds a lock the child would inherit (core/session.cc LockForFork).
+  // Non-zero while a fork() is under way: the handler unwinds with
+  // fork_unwinder, which takes no lock the child could inherit held
+  // (core/session.cc LockForFork).
   std::atomic<int> fork_fence{0};
+  Unwinder* fork_unwinder = nullptr;        // used while the fence is up (frame pointers)
+  std::atomic<uint64_t> fork_samples{0};   // samples taken by it
+  std::atomic<uint64_t> fork_fence_ns{0};  // time the fence was up, in all
   OwnSignals own_signals = kOwnAny;
   // Called (from the handler) for a SIGPROF the timer source did not send.
   void (*on_foreign)(int signo, siginfo_t* info, void* ucontext) = nullptr;

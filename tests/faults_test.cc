@@ -35,6 +35,16 @@ using testing::RunProcess;
 
 const std::string kDlprof = std::string(DLPROF_BUILD_DIR) + "/tools/dlprof";
 
+// Under ASan/TSan (scripts/test.sh) the programs run several times slower:
+// what they do is checked all the same, how many samples they got is not.
+#ifdef DLPROF_UNDER_SANITIZER
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#define SKIP_COUNTS_UNDER_SANITIZER() \
+  if (kSanitized) GTEST_SKIP() << "sample counts are not checked under sanitizers"
+
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream ss;
@@ -155,7 +165,7 @@ TEST(Faults, KilledWorkerIsReportedAsDiedWithItsSamples) {
   EXPECT_EQ((*worker)["end"], "died (no end record)");
   // Flushed at least once a second: all but the last second of its CPU time
   // is in the report (100 Hz; 0.2 s of slack for the kill's latency).
-  const int64_t floor = static_cast<int64_t>((cpu_s - 1.2) * 100 * 0.9);
+  const int64_t floor = kSanitized ? 1 : static_cast<int64_t>((cpu_s - 1.2) * 100 * 0.9);
   EXPECT_GE((*worker)["samples"].get<int64_t>(), floor);
   bool doomed = false;
   for (const json& s : summary["stages"]) {
@@ -254,13 +264,13 @@ TEST_P(FileSizeLimit, ProfilingStopsOnceProgramRunsOn) {
   ASSERT_EQ(stat(run.files[0].c_str(), &st), 0);
   EXPECT_LE(st.st_size, blocks * 512);
   ASSERT_EQ(run.profile.processes.size(), 1u);
-  EXPECT_GT(CpuSamples(run.profile), 50);  // the first part of the run is there
-  EXPECT_GT(ByStage(run.profile)["compute"].cpu_samples, 20);
-
   std::string report_dir;
   json summary = Report(run.out_dir, &report_dir);
   ASSERT_TRUE(summary.is_object());
-  EXPECT_GT(summary["processes"][0]["samples"].get<int64_t>(), 50);
+  EXPECT_GT(summary["processes"][0]["samples"].get<int64_t>(), 0);
+  SKIP_COUNTS_UNDER_SANITIZER();
+  EXPECT_GT(CpuSamples(run.profile), 50);  // the first part of the run is there
+  EXPECT_GT(ByStage(run.profile)["compute"].cpu_samples, 20);
 }
 
 INSTANTIATE_TEST_SUITE_P(Faults, FileSizeLimit,
@@ -312,11 +322,12 @@ TEST(Faults, FullDiskStopsProfilingOnceProgramRunsOn) {
   ReadRun(&run);
   ASSERT_EQ(run.files.size(), 1u) << r.err;
   ASSERT_EQ(run.profile.processes.size(), 1u);
-  EXPECT_GT(CpuSamples(run.profile), 20);
   std::string report_dir;
   json summary = Report(copy, &report_dir);
   ASSERT_TRUE(summary.is_object());
-  EXPECT_GT(summary["processes"][0]["samples"].get<int64_t>(), 20);
+  EXPECT_GT(summary["processes"][0]["samples"].get<int64_t>(), 0);
+  SKIP_COUNTS_UNDER_SANITIZER();
+  EXPECT_GT(CpuSamples(run.profile), 20);
 }
 
 // DLPROF_OUT that is not a safe folder: one line, no profile, the program
@@ -430,10 +441,8 @@ void ExpectSteppedAside(const SigprofRun& s, bool exact) {
   };
   EXPECT_LE(at("after").cpu_samples, exact ? 0 : 5);
   EXPECT_LE(at("other").cpu_samples, exact ? 0 : 5);
-  // Wall ticks keep coming after the hand-over. How much of the 200 ms sleep
-  // they cover depends on the collector getting a core (54 ms seen at load 14).
-  EXPECT_GT(at("after").wall_ns, 0);
-  EXPECT_GT(at("after_sleep").wall_ns, 0);
+  EXPECT_GT(at("after").wall_ns, 100000000);
+  EXPECT_GT(at("after_sleep").wall_ns, 100000000);
   EXPECT_EQ(CountSteps(s.run.profile), 10);
 }
 
@@ -445,7 +454,6 @@ TEST(Faults, ProgramsSigprofHandlerMakesDlprofStepAside) {
       << s.run.result.out;
   EXPECT_GT(Value(s.run.result.out, "timer_signals"), 10) << s.run.result.out;
   ExpectSteppedAside(s, true);
-  EXPECT_GT(s.stages["before"].cpu_samples, 100);  // sampled until the hand-over
 
   // The report says so.
   std::string report_dir;
@@ -456,6 +464,8 @@ TEST(Faults, ProgramsSigprofHandlerMakesDlprofStepAside) {
     said |= w.get<std::string>().find("SIGPROF") != std::string::npos;
   }
   EXPECT_TRUE(said) << summary["warnings"].dump();
+  SKIP_COUNTS_UNDER_SANITIZER();
+  EXPECT_GT(s.stages["before"].cpu_samples, 100);  // sampled until the hand-over
 }
 
 TEST(Faults, ProgramsSigprofHandlerViaSignalMakesDlprofStepAside) {
@@ -463,6 +473,7 @@ TEST(Faults, ProgramsSigprofHandlerViaSignalMakesDlprofStepAside) {
   EXPECT_NE(s.run.result.out.find("old=dfl view_after=mine"), std::string::npos)
       << s.run.result.out;
   ExpectSteppedAside(s, true);
+  SKIP_COUNTS_UNDER_SANITIZER();
   EXPECT_GT(s.stages["before"].cpu_samples, 100);
 }
 
@@ -473,6 +484,7 @@ TEST(Faults, HandlerInstalledBehindDlprofsBackIsNoticed) {
   SigprofRun s = RunSigprof("sigset");
   EXPECT_NE(s.run.result.out.find("view_after=mine"), std::string::npos) << s.run.result.out;
   ExpectSteppedAside(s, false);
+  SKIP_COUNTS_UNDER_SANITIZER();
   EXPECT_GT(s.stages["before"].cpu_samples, 100);
 }
 
@@ -498,6 +510,7 @@ TEST(Faults, UnhandledSigprofStillEndsTheProgram) {
   ASSERT_EQ(s.run.profile.processes.size(), 1u);
   EXPECT_TRUE(s.run.profile.processes[0].complete);
   EXPECT_EQ(s.run.profile.processes[0].end_reason, "signal " + std::to_string(SIGPROF));
+  SKIP_COUNTS_UNDER_SANITIZER();
   EXPECT_GT(s.stages["spin"].cpu_samples, 100);
 }
 
@@ -511,6 +524,8 @@ TEST(Faults, IgnoredSigprofStaysIgnoredAndSamplingGoesOn) {
   EXPECT_NE(out.find("old=ign view=dfl survived"), std::string::npos) << out;
   EXPECT_GE(Value(out, "timers"), 1) << out;
   EXPECT_TRUE(s.dlprof_lines.empty()) << s.run.result.err;
+  EXPECT_GT(s.stages["after_ignore"].cpu_samples, 0);
+  SKIP_COUNTS_UNDER_SANITIZER();
   EXPECT_GT(s.stages["after_ignore"].cpu_samples, 100);
 }
 
@@ -533,7 +548,7 @@ TEST(Faults, ForkWhileAnotherThreadHoldsTheLoaderLock) {
   }
   ASSERT_NE(p, nullptr);
   EXPECT_TRUE(p->complete);
-  EXPECT_GT(ByStage(run.profile, index)["loader_child"].cpu_samples, 50);  // 300 ms at 1000 Hz
+  EXPECT_GT(ByStage(run.profile, index)["loader_child"].cpu_samples, 0);
   ASSERT_TRUE(p->fields.count("loader_lock"));
   EXPECT_EQ(p->unwinder, "fp");
   std::string report_dir;
@@ -541,6 +556,24 @@ TEST(Faults, ForkWhileAnotherThreadHoldsTheLoaderLock) {
   ASSERT_TRUE(summary.is_object());
   EXPECT_NE(summary["warnings"].dump().find("loader's lock"), std::string::npos)
       << summary["warnings"].dump();
+  SKIP_COUNTS_UNDER_SANITIZER();
+  EXPECT_GT(ByStage(run.profile, index)["loader_child"].cpu_samples, 50);  // 300 ms at 1000 Hz
+}
+
+// The signal handler never waits for the loader lock: the thread holding it
+// may be in dlopen, waiting for a malloc lock that the interrupted thread
+// holds (the stress test below deadlocked that way). A lookup that would wait
+// is given up, the stack cut there, and counted.
+TEST(Faults, SamplingNeverWaitsForTheLoaderLock) {
+  ProfiledRun run = Profiled("fault_stress", {"sample-in-loader"}, {{"DLPROF_HZ", "1000"}});
+  const std::string& out = run.result.out;
+  EXPECT_EQ(run.result.exit_code, 0) << out << run.result.err;
+  EXPECT_NE(out.find("loader_wait=ok"), std::string::npos) << out;
+  ASSERT_EQ(run.profile.processes.size(), 1u);
+  const auto& counters = run.profile.processes[0].counters;
+  ASSERT_TRUE(counters.count("unwind_loader_busy"));
+  EXPECT_GT(counters.at("unwind_loader_busy"), 0u);
+  EXPECT_GT(ByStage(run.profile)["beside_loader"].cpu_samples, 0);
 }
 
 // ---------------------------------------------------------------------------
@@ -557,12 +590,20 @@ TEST(Faults, StressForkExecDlopenMallocAt1000HzNeitherHangsNorCrashes) {
       << "killed after " << seconds + 60 << " s (hung?) or crashed: " << run.result.err;
   EXPECT_EQ(run.result.exit_code, 0) << out << run.result.err;
   EXPECT_NE(out.find("hung=0 crashed=0 failed=0"), std::string::npos) << out << run.result.err;
+  EXPECT_EQ(Value(out, "dlopen_failures"), 0) << out;
+  int mains = 0;
+  for (const Process& proc : run.profile.processes) {
+    // Every file says whose it is, even a child that exec'd or died at once.
+    EXPECT_GT(proc.pid, 0) << proc.file;
+    mains += proc.role == "main";
+  }
+  EXPECT_EQ(mains, 1);
+  SKIP_COUNTS_UNDER_SANITIZER();
   // How much got done depends on the machine's load; that each kind of
   // operation happened, alongside the others, is what matters.
   EXPECT_GE(Value(out, "forks"), seconds) << out;
   EXPECT_GT(Value(out, "execs"), 0) << out;
   EXPECT_GE(Value(out, "dlopens"), seconds * 2) << out;
-  EXPECT_EQ(Value(out, "dlopen_failures"), 0) << out;
   EXPECT_GT(Value(out, "threads"), 0) << out;
 
   // Every child that ran long enough has CPU samples: at least a fifth of
@@ -572,7 +613,7 @@ TEST(Faults, StressForkExecDlopenMallocAt1000HzNeitherHangsNorCrashes) {
   // the kernel, where perf signals are not raised on purpose: its kernel
   // time only reaches the samples through the next user-mode sample's weight.)
   const Profile& p = run.profile;
-  int judged = 0, mains = 0;
+  int judged = 0;
   for (size_t i = 0; i < p.processes.size(); ++i) {
     int64_t cpu_ns = 0, samples = 0;
     for (const Sample& s : p.samples) {
@@ -580,10 +621,7 @@ TEST(Faults, StressForkExecDlopenMallocAt1000HzNeitherHangsNorCrashes) {
       if (s.kind == SampleKind::kWall) cpu_ns += s.cpu_ns;
       else samples += s.count;
     }
-    // Every file says whose it is, even a child that exec'd or died at once.
-    EXPECT_GT(p.processes[i].pid, 0) << p.processes[i].file;
     if (p.processes[i].role == "main") {
-      ++mains;
       EXPECT_GT(samples, 0) << p.processes[i].file;
       continue;
     }
@@ -593,7 +631,6 @@ TEST(Faults, StressForkExecDlopenMallocAt1000HzNeitherHangsNorCrashes) {
         << p.processes[i].file << " " << p.processes[i].role << " cpu_ms=" << cpu_ns / 1000000;
   }
   EXPECT_GT(judged, 0);
-  EXPECT_EQ(mains, 1);
   auto stages = ByStage(p);
   for (const char* stage : {"malloc", "dl", "train", "exec_child"}) {
     EXPECT_GT(stages[stage].cpu_samples, 0) << stage;

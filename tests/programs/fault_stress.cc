@@ -5,6 +5,7 @@
 // Usage: fault_stress SECONDS            the stress run (exit 0 when it ended well)
 //        fault_stress exec-child          what the exec'd children run
 //        fault_stress fork-in-loader      fork while another thread holds the loader's lock
+//        fault_stress sample-in-loader    sample new code while another thread holds it
 //
 // It reports, on its last stdout line, what it did and what went wrong: child
 // processes that hung (killed after a grace period) or died of a signal.
@@ -316,6 +317,43 @@ int ForkInLoader() {
   return r != 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
 }
 
+__attribute__((noinline)) void OtherNewWork(int64_t ns) {
+  volatile uint64_t x = 3;
+  int64_t end = ThreadCpuNs() + ns;
+  while (ThreadCpuNs() < end) {
+    for (int i = 1; i < 5000; ++i) x = x * 2862933555777941757ULL + 3037000493ULL;
+  }
+}
+
+// One thread holds the loader's lock (inside a dl_iterate_phdr() callback)
+// until another has run 200 ms of CPU in code it never ran before, sampled
+// at 1000 Hz: each new pc sends libunwind to dl_iterate_phdr() from the
+// signal handler. If the handler waited for the lock, neither thread would
+// ever finish (the holder gives up after 20 s and says "timeout").
+int SampleInLoader() {
+  static std::atomic<int> phase{0};
+  const int64_t t0 = MonoNs();
+  std::thread holder([] {
+    dl_iterate_phdr(
+        [](dl_phdr_info*, size_t, void*) {
+          phase.store(1);
+          const int64_t give_up = MonoNs() + 20000000000LL;
+          while (phase.load() != 2 && MonoNs() < give_up) usleep(1000);
+          return 1;
+        },
+        nullptr);
+  });
+  while (phase.load() != 1) usleep(1000);
+  {
+    DLPROF_STAGE("beside_loader");
+    OtherNewWork(200000000);
+  }
+  const bool in_time = phase.exchange(2) == 1 && MonoNs() - t0 < 20000000000LL;
+  holder.join();
+  printf("loader_wait=%s seconds=%.2f\n", in_time ? "ok" : "timeout", (MonoNs() - t0) / 1e9);
+  return in_time ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -326,6 +364,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (mode == "fork-in-loader") return ForkInLoader();
+  if (mode == "sample-in-loader") return SampleInLoader();
   double seconds = atof(mode.c_str());
   if (seconds <= 0) {
     fprintf(stderr, "usage: %s SECONDS | exec-child\n", argv[0]);
