@@ -49,7 +49,11 @@ bool WriteAll(int fd, uint64_t offset, const char* p, size_t n) {
 
 // A thread's CPU clock by tid (the kernel's encoding of a per-thread
 // CPUCLOCK_SCHED clock), readable from any thread of the process.
-clockid_t ThreadCpuClock(pid_t tid) { return static_cast<clockid_t>((~tid << 3) | 6); }
+// MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED), in unsigned arithmetic: ~tid is
+// negative, and shifting a negative int left is undefined (UBSan says so).
+clockid_t ThreadCpuClock(pid_t tid) {
+  return static_cast<clockid_t>((~static_cast<unsigned>(tid) << 3) | 6u);
+}
 
 std::string ThreadName(pid_t tid) {
   char path[64];

@@ -135,7 +135,8 @@ void ArmSlot(ThreadSlot* s) {
   if (!Armed() || s->timer.armed) return;
   // The first sample's weight counts from here (set before any signal can come).
   timespec cpu;
-  clockid_t clock = static_cast<clockid_t>((~s->tid.load() << 3) | 6);  // the thread's CPU clock
+  // The thread's CPU clock (unsigned: shifting the negative ~tid is undefined).
+  clockid_t clock = static_cast<clockid_t>((~static_cast<unsigned>(s->tid.load()) << 3) | 6u);
   if (clock_gettime(clock, &cpu) == 0) {
     s->last_sample_cpu_ns = static_cast<int64_t>(cpu.tv_sec) * 1000000000 + cpu.tv_nsec;
   }
