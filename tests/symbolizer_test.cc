@@ -328,7 +328,9 @@ TEST(SymbolizerTest, ManyAddressesCostOneDwarfLoad) {
   Symbolizer s;
   s.Symbolize(&locs, {});
   double cpu_seconds = double(std::clock() - start) / CLOCKS_PER_SEC;
-  if (!testing::kUnderSanitizer) EXPECT_LT(cpu_seconds, 5.0);  // TSan: 5-15x slower
+  if (!testing::kUnderSanitizer) {  // TSan: 5-15x slower
+    EXPECT_LT(cpu_seconds, 5.0);
+  }
   size_t named = 0;
   for (size_t i = 0; i < locs.size(); i += 2) {
     ASSERT_EQ(locs[i].frames.size(), locs[i + 1].frames.size());
