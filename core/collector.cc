@@ -232,13 +232,14 @@ void Collector::AddRetiredCounters(ThreadSlot* s) {
 }
 
 void Collector::Drain() {
-  for (int i = 0; i < kMaxThreads; ++i) {
+  for (int i = 0, limit = SlotLimit(); i < limit; ++i) {
     ThreadSlot* s = SlotAt(i);
     int state = s->state.load(std::memory_order_acquire);
     if (state != kSlotLive && state != kSlotExited) continue;
     DrainSamples(s);
     DrainEvents(s);
     if (state == kSlotExited) {
+      EndWallRun(s);
       AddRetiredCounters(s);
       if (s->syscall_fd >= 0) close(s->syscall_fd);
       s->syscall_fd = -1;
@@ -266,7 +267,7 @@ void Collector::SnapshotTick(int64_t now) {
   }
 
   ++wall_ticks_;
-  for (int i = 0; i < kMaxThreads; ++i) {
+  for (int i = 0, limit = SlotLimit(); i < limit; ++i) {
     ThreadSlot* s = SlotAt(i);
     if (s->state.load(std::memory_order_acquire) != kSlotLive) continue;
     timespec ts;
@@ -289,14 +290,35 @@ void Collector::SnapshotTick(int64_t now) {
     for (uint32_t d = 0; d < depth; ++d) stages[d] = s->stages[d].load(std::memory_order_relaxed);
     // The state at this instant (a wall-clock sample of it). A thread that ran
     // the whole tick is running; only one that blocked at some point is asked.
-    uint64_t state = cpu_delta * 10 < wall_delta * 9 ? BlockedState(s) : 0;
-    wall_.PutTime(now);
-    PutVarint(&wall_.body, ThreadIndex(s));
-    PutVarint(&wall_.body, InternPath(stages, depth));
-    PutVarint(&wall_.body, static_cast<uint64_t>(wall_delta));
-    PutVarint(&wall_.body, static_cast<uint64_t>(cpu_delta));
-    PutVarint(&wall_.body, state);
+    // One that used no CPU at all since the last tick has not left the
+    // syscall it was blocked in, so /proc is not read again.
+    uint64_t state = 0;
+    if (cpu_delta * 10 < wall_delta * 9) {
+      state = cpu_delta == 0 && s->run_ticks > 0 && s->run_state != 0 ? s->run_state
+                                                                        : BlockedState(s);
+    }
+    const uint32_t path = InternPath(stages, depth);
+    if (s->run_ticks > 0 && (s->run_path != path || s->run_state != state)) EndWallRun(s);
+    s->run_path = path;
+    s->run_state = state;
+    ++s->run_ticks;
+    s->run_end_ns = now;
+    s->run_wall_ns += wall_delta;
+    s->run_cpu_ns += cpu_delta;
   }
+}
+
+void Collector::EndWallRun(ThreadSlot* s) {
+  if (s->run_ticks == 0) return;
+  wall_runs_.PutTime(s->run_end_ns);
+  PutVarint(&wall_runs_.body, ThreadIndex(s));
+  PutVarint(&wall_runs_.body, s->run_path);
+  PutVarint(&wall_runs_.body, s->run_ticks);
+  PutVarint(&wall_runs_.body, static_cast<uint64_t>(s->run_wall_ns));
+  PutVarint(&wall_runs_.body, static_cast<uint64_t>(s->run_cpu_ns));
+  PutVarint(&wall_runs_.body, s->run_state);
+  s->run_ticks = 0;
+  s->run_wall_ns = s->run_cpu_ns = 0;
 }
 
 void Collector::AppendChunk(std::string* out, uint32_t type, const std::string& payload) {
@@ -335,6 +357,13 @@ bool Collector::WriteProcessChunk() {
 
 bool Collector::Flush() {
   if (fd_ < 0 || failed_) return false;
+  // Open wall runs end at a flush, so a killed process loses at most a
+  // second. First: a run may define its thread, whose chunk comes next.
+  for (int i = 0, limit = SlotLimit(); i < limit; ++i) {
+    ThreadSlot* s = SlotAt(i);
+    const int state = s->state.load(std::memory_order_acquire);
+    if (state == kSlotLive || state == kSlotExited) EndWallRun(s);
+  }
   std::string out, p;
   AppendProcessChunk(&out);
   if (threads_count_ > 0) {
@@ -402,7 +431,7 @@ bool Collector::Flush() {
     buffers_written_ = n;
   }
   const std::pair<Stream*, uint32_t> streams[] = {{&samples_, DLPROF_CHUNK_SAMPLES},
-                                                  {&wall_, DLPROF_CHUNK_WALL},
+                                                  {&wall_runs_, DLPROF_CHUNK_WALL_RUNS},
                                                   {&snapshots_, DLPROF_CHUNK_SNAPSHOTS},
                                                   {&events_, DLPROF_CHUNK_EVENTS}};
   for (const auto& [stream, type] : streams) {
@@ -418,7 +447,7 @@ bool Collector::Flush() {
   // Counters: those of exited threads plus the live ones.
   uint64_t samples = retired_samples_, ring = retired_dropped_ring_, busy = retired_dropped_busy_,
            handler = retired_handler_ns_, events = retired_events_dropped_;
-  for (int i = 0; i < kMaxThreads; ++i) {
+  for (int i = 0, limit = SlotLimit(); i < limit; ++i) {
     ThreadSlot* s = SlotAt(i);
     if (s->state.load(std::memory_order_acquire) != kSlotLive) continue;
     samples += s->samples_taken.load(std::memory_order_relaxed);

@@ -51,6 +51,8 @@ class Collector {
   uint32_t InternStack(const uint64_t* pcs, uint32_t n);
   void DrainSamples(ThreadSlot* s);
   void DrainEvents(ThreadSlot* s);
+  // Writes the thread's open run of wall ticks into the WALL_RUNS stream.
+  void EndWallRun(ThreadSlot* s);
   void AppendChunk(std::string* out, uint32_t type, const std::string& payload);
   void AppendProcessChunk(std::string* out);
   void AddRetiredCounters(ThreadSlot* s);
@@ -80,14 +82,14 @@ class Collector {
   uint64_t maps_generation_ = UINT64_MAX;
   int buffers_written_ = 0;
 
-  struct Stream {  // a time-ordered record chunk: SAMPLES, WALL, SNAPSHOTS, EVENTS
+  struct Stream {  // a time-ordered record chunk: SAMPLES, WALL_RUNS, SNAPSHOTS, EVENTS
     std::string body;
     uint32_t count = 0;
     int64_t base = 0;
     int64_t last = 0;
     void PutTime(int64_t t);
   };
-  Stream samples_, wall_, snapshots_, events_;
+  Stream samples_, wall_runs_, snapshots_, events_;
 
   // Counters of threads that have exited.
   uint64_t retired_samples_ = 0, retired_dropped_ring_ = 0, retired_dropped_busy_ = 0,

@@ -212,6 +212,8 @@ void SetProcessFields(Collector* c) {
   c->SetProcessField("run_id", G->run_id);
   c->SetProcessField("hz", std::to_string(G->config.hz));
   c->SetProcessField("mode", ModeName(G->config.mode));
+  // The wall tick and snapshot period (a wall record may cover many ticks).
+  c->SetProcessField("snapshot_ms", std::to_string(G->config.snapshot_ms));
   c->SetProcessField("unwinder", G->unwinder->name());
   c->SetProcessField("timer", G->timer->name());
   c->SetProcessField("clock", "monotonic");

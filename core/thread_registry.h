@@ -51,6 +51,12 @@ struct ThreadSlot {
   int syscall_fd = -1;     // /proc/self/task/<tid>/syscall, for off-CPU states
   int64_t last_cpu_ns = -1;
   int64_t last_wall_ns = 0;
+  // The open run of wall ticks with one stage path and state; written as one
+  // DLPROF_CHUNK_WALL_RUNS record when either changes, or at the next flush.
+  uint32_t run_ticks = 0;  // 0 = no open run
+  uint32_t run_path = 0;
+  uint64_t run_state = 0;
+  int64_t run_end_ns = 0, run_wall_ns = 0, run_cpu_ns = 0;
 };
 
 // The current thread's slot, or nullptr when it is not sampled. Initial-exec
@@ -61,6 +67,9 @@ extern __thread ThreadSlot* t_slot __attribute__((tls_model("initial-exec")));
 extern __thread pid_t t_tid __attribute__((tls_model("initial-exec")));
 
 ThreadSlot* SlotAt(int i);
+// One past the highest slot index ever claimed (never decreases): every live
+// slot is below it. This function is safe to call from asynchronous signals.
+int SlotLimit();
 
 // Claims a slot for `tid` (allocating its rings on first use; rings are kept
 // when a slot is reused, and never freed). Fills the stack bounds when `tid` is

@@ -80,7 +80,8 @@ class FileDecoder {
       case DLPROF_CHUNK_STACKS: return Stacks(b, e);
       case DLPROF_CHUNK_MAPS: return Maps(b, e);
       case DLPROF_CHUNK_SAMPLES: return Samples(b, e);
-      case DLPROF_CHUNK_WALL: return Wall(b, e);
+      case DLPROF_CHUNK_WALL: return Wall(b, e, /*runs=*/false);
+      case DLPROF_CHUNK_WALL_RUNS: return Wall(b, e, /*runs=*/true);
       case DLPROF_CHUNK_BUFFERS: return Buffers(b, e);
       case DLPROF_CHUNK_SNAPSHOTS: return Snapshots(b, e);
       case DLPROF_CHUNK_EVENTS: return Events(b, e);
@@ -194,15 +195,20 @@ class FileDecoder {
     }
     return true;
   }
-  bool Wall(const uint8_t* b, const uint8_t* e) {
-    uint64_t base, n, dt, thread, path, wall, cpu, state;
+  // WALL (one record per tick) or WALL_RUNS (one per run of ticks with the
+  // same stage path and state, which differs only by its tick count). Either
+  // way one wall sample per record, standing for the wall time it sums.
+  bool Wall(const uint8_t* b, const uint8_t* e, bool runs) {
+    uint64_t base, n, dt, thread, path, ticks = 1, wall, cpu, state;
     if (!GetVarint(&b, e, &base) || !GetVarint(&b, e, &n)) return false;
     int64_t t = static_cast<int64_t>(base);
     for (uint64_t i = 0; i < n; ++i) {
       if (!GetVarint(&b, e, &dt) || !GetVarint(&b, e, &thread) || !GetVarint(&b, e, &path) ||
-          !GetVarint(&b, e, &wall) || !GetVarint(&b, e, &cpu) || !GetVarint(&b, e, &state)) {
+          (runs && !GetVarint(&b, e, &ticks)) || !GetVarint(&b, e, &wall) ||
+          !GetVarint(&b, e, &cpu) || !GetVarint(&b, e, &state)) {
         return false;
       }
+      (void)ticks;
       t = AddDelta(t, dt);
       Sample s;
       s.process = proc_index_;

@@ -5,6 +5,7 @@
 // no begin without an end, and events on one track always nest.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -65,11 +66,19 @@ void SpansFromSamples(const Profile& p, std::vector<const Sample*> samples, Trac
   Track* track = &local;
   std::stable_sort(samples.begin(), samples.end(),
                    [](const Sample* x, const Sample* y) { return x->time_ns < y->time_ns; });
+  // The wall tick period: recorded by the runtime, else (older files, one
+  // record per tick) the median wall time of a record.
+  int64_t tick = 0;
+  if (!samples.empty()) {
+    const auto& fields = p.processes[samples.front()->process].fields;
+    if (auto it = fields.find("snapshot_ms"); it != fields.end()) {
+      tick = std::max(0LL, std::atoll(it->second.c_str())) * 1000000LL;
+    }
+  }
   std::vector<int64_t> ticks;
   for (const Sample* s : samples) {
-    if (s->kind == SampleKind::kWall && s->wall_ns > 0) ticks.push_back(s->wall_ns);
+    if (tick == 0 && s->kind == SampleKind::kWall && s->wall_ns > 0) ticks.push_back(s->wall_ns);
   }
-  int64_t tick = 0;
   if (!ticks.empty()) {
     std::nth_element(ticks.begin(), ticks.begin() + ticks.size() / 2, ticks.end());
     tick = ticks[ticks.size() / 2];

@@ -88,12 +88,13 @@ TEST(Runtime, SleepingStageComesOutOffCpu) {
   ProfiledRun run = Profiled({"mix", "500"});
   ASSERT_EQ(run.result.exit_code, 0) << run.result.err;
   // Wall ticks split each stage's time into running and blocked (and in what).
-  std::map<std::string, int64_t> wall, blocked;
+  std::map<std::string, int64_t> wall, blocked, records;
   std::string nap_state;
   for (const Sample& s : run.profile.samples) {
     if (s.kind != SampleKind::kWall) continue;
     std::string stage = StagePathName(run.profile, s.stage_path);
     wall[stage] += s.wall_ns;
+    ++records[stage];
     if (!s.on_cpu) blocked[stage] += s.wall_ns - s.cpu_ns;
     if (stage == "nap" && !s.on_cpu) {
       nap_state = run.profile.locations[run.profile.stacks[s.stack][0]].frames[0].function;
@@ -102,6 +103,10 @@ TEST(Runtime, SleepingStageComesOutOffCpu) {
   ASSERT_GT(wall["nap"], 200000000);  // slept 300 ms
   EXPECT_GT(static_cast<double>(blocked["nap"]) / wall["nap"], 0.9);
   EXPECT_EQ(nap_state, "[off-cpu: clock_nanosleep]");
+  // The ~30 wall ticks of the one sleep are run-length encoded: a record per
+  // change of state (the tick that saw the stage begin may say "running")
+  // and per flush (one a second), not one per 10 ms tick.
+  EXPECT_LE(records["nap"], 4) << "wall ticks are not run-length encoded";
   // Stage c never blocks. (Its CPU share of wall time depends on what else
   // runs on this machine; being runnable but not running is not off-CPU.)
   ASSERT_GT(wall["c"], 100000000);

@@ -44,7 +44,8 @@ enum dlprof_chunk_type {
   DLPROF_CHUNK_SAMPLES = 7,
   /* Wall-clock ticks. v base_time, v count, then count x (v time delta, v
    * thread index, v stage path id, v wall_ns, v cpu_ns, v state) where state
-   * is 0 = running, else 1 + the syscall number the thread was blocked in. */
+   * is 0 = running, else 1 + the syscall number the thread was blocked in.
+   * Read for old files; writers now use DLPROF_CHUNK_WALL_RUNS. */
   DLPROF_CHUNK_WALL = 8,
   /* v count, then count x (v id, s name, v capacity). */
   DLPROF_CHUNK_BUFFERS = 9,
@@ -58,7 +59,13 @@ enum dlprof_chunk_type {
    * handler_ns wall_ticks. Later chunks supersede earlier ones. */
   DLPROF_CHUNK_STATS = 12,
   /* The process ended cleanly: v end_time. */
-  DLPROF_CHUNK_END = 13
+  DLPROF_CHUNK_END = 13,
+  /* Wall-clock ticks, run-length encoded: consecutive ticks of one thread
+   * with the same stage path and state are one record. v base_time, v count,
+   * then count x (v delta of the run's end time (its last tick), v thread
+   * index, v stage path id, v ticks, v wall_ns, v cpu_ns, v state), wall_ns
+   * and cpu_ns summed over the run's ticks, state as in DLPROF_CHUNK_WALL. */
+  DLPROF_CHUNK_WALL_RUNS = 14
 };
 
 enum dlprof_event_kind {
