@@ -498,16 +498,20 @@ bool Collector::Flush() {
   return true;
 }
 
+bool Collector::WriteEnd(int64_t end_ns) {
+  if (fd_ < 0 || failed_) return false;
+  std::string out, p;
+  PutVarint(&p, static_cast<uint64_t>(end_ns));
+  AppendChunk(&out, DLPROF_CHUNK_END, p);
+  if (!WriteAll(fd_, bytes_written_, out.data(), out.size())) return false;
+  bytes_written_ += out.size();
+  return true;
+}
+
 void Collector::Finish(int64_t end_ns) {
   if (fd_ < 0) return;
   Drain();
-  Flush();
-  if (!failed_) {
-    std::string out, p;
-    PutVarint(&p, static_cast<uint64_t>(end_ns));
-    AppendChunk(&out, DLPROF_CHUNK_END, p);
-    if (WriteAll(fd_, bytes_written_, out.data(), out.size())) bytes_written_ += out.size();
-  }
+  if (Flush()) WriteEnd(end_ns);
   close(fd_);
   fd_ = -1;
 }

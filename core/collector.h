@@ -37,6 +37,9 @@ class Collector {
   // Appends everything pending to the file. On a write error, warns once and
   // stops (returns false from then on); what was written stays readable.
   bool Flush();
+  // Appends an END chunk (after a Flush) and keeps the file open: the image
+  // is about to be replaced by exec. False on a write error.
+  bool WriteEnd(int64_t end_ns);
   // Final flush with an END chunk; closes the file.
   void Finish(int64_t end_ns);
   // In a fork child: forget the parent's file without writing to it.

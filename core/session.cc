@@ -25,6 +25,7 @@
 #include "core/annotations.h"
 #include "core/collector.h"
 #include "core/config.h"
+#include "core/exit_exec.h"
 #include "core/proc_maps.h"
 #include "core/signal_handler.h"
 #include "core/signals.h"
@@ -63,6 +64,16 @@ int g_forks = 0;      // children forked so far
 std::atomic<int> g_baseline_remaining{0};
 std::atomic<bool> g_arm_pending{false};
 std::atomic<int> g_fatal_signal{0};  // SIGTERM/SIGINT/SIGPROF about to kill the process
+// g_fatal_signal's value when the process ends by _exit() (no signal has it).
+constexpr int kQuickExit = -1;
+std::atomic<int> g_quick_exit_status{0};
+// The process this session samples: a vfork() child runs in our memory and
+// must not end or pause the parent's session.
+std::atomic<pid_t> g_session_pid{0};
+// An exec is about to replace this image: end the file now (END chunk, file
+// kept open); g_rearm_pending re-arms the timers if the exec fails.
+std::atomic<bool> g_exec_end_pending{false};
+std::atomic<bool> g_rearm_pending{false};
 pthread_key_t g_thread_key;
 __thread bool t_unregistrable __attribute__((tls_model("initial-exec"))) = false;
 
@@ -350,20 +361,35 @@ void* CollectorMain(void*) {
     g_collector->Drain();
     uint64_t requested = g_flush_requested.load(std::memory_order_acquire);
     if (int signo = g_fatal_signal.load(std::memory_order_acquire); signo != 0) {
-      // The process is about to die of a signal it does not handle: end the
-      // file properly (END chunk), then release the waiting handler.
+      // The process is about to die of a signal it does not handle, or to
+      // _exit(): end the file properly (END chunk), then release the waiter.
       g_sampler.active.store(false);
       g_session_started.store(false);
       g_stop.store(true, std::memory_order_release);
       DisarmAllLiveThreads();
-      g_collector->SetProcessField("end", "signal " + std::to_string(signo));
+      g_collector->SetProcessField(
+          "end", signo == kQuickExit ? "_exit " + std::to_string(g_quick_exit_status.load())
+                                     : "signal " + std::to_string(signo));
       g_collector->Finish(now);
       g_flush_done.store(requested, std::memory_order_release);
       pthread_mutex_unlock(&g_collector_mu);
       break;
     }
-    if (now - last_flush >= 1000000000LL || requested != g_flush_done.load()) {
-      if (!g_collector->Flush()) {
+    if (g_rearm_pending.exchange(false)) {  // an exec failed: sample again
+      if (G->timer != nullptr && strcmp(G->timer->name(), "itimer") == 0) {
+        std::string error;
+        G->timer->Start(kProfilingSignal, G->config.hz, &error);
+      }
+      ArmAllLiveThreads();
+    }
+    const bool exec_end = g_exec_end_pending.exchange(false);
+    if (exec_end) {
+      DisarmAllLiveThreads();
+      StopProcessTimer();  // setitimer's timer would outlive the exec
+      g_collector->SetProcessField("end", "exec");
+    }
+    if (now - last_flush >= 1000000000LL || requested != g_flush_done.load() || exec_end) {
+      if (!g_collector->Flush() || (exec_end && !g_collector->WriteEnd(now))) {
         // Disk full, file size limit, I/O error: Flush said so in one line.
         // Nothing more can be kept, so nothing more is collected: timers
         // disarmed, this thread ends, annotations fall back to a branch.
@@ -419,6 +445,12 @@ void FinishSession(const char* how) {
 }
 
 void OnExit() { FinishSession("exit"); }
+
+// Whether this process is the one the session samples (not a vfork child
+// sharing its memory). This function is safe to call from asynchronous signals.
+bool OwnSession() {
+  return g_session_started.load() && g_session_pid.load(std::memory_order_relaxed) == getpid();
+}
 
 // Ends the process by `signo`'s default action, as it would have ended
 // without dlprof. From a handler of `signo` (blocked there) the raise stays
@@ -562,6 +594,9 @@ void ResetInForkChild() {
   g_sampler.dropped_nothread.store(0);
   g_sampler.fork_samples.store(0);
   g_sampler.fork_fence_ns.store(0);
+  g_session_pid.store(getpid(), std::memory_order_relaxed);
+  g_exec_end_pending.store(false);
+  g_rearm_pending.store(false);
   ResetBufferStats();
   ResetAnnotationCounters();
   // Forked while another thread held the loader's lock: it stays held here.
@@ -701,6 +736,7 @@ void StartSession() {
   // The interposed sigaction()/signal() forward to these even when profiling
   // is off: resolve them now, not in some signal handler later.
   ResolveSignalFunctions();
+  ResolveExecFunctions();
   G = new SessionGlobals();
   G->config = ParseConfig([](const char* name) { return getenv(name); }, Warn);
   if (!G->config.enabled) return;
@@ -763,6 +799,7 @@ void StartSession() {
   pthread_key_create(&g_thread_key, UnregisterThread);
   pthread_atfork(LockForFork, UnlockAfterFork, ResetInForkChild);
   g_sampler.active.store(g_sampling_off.load() == kSamplingOn);
+  g_session_pid.store(getpid(), std::memory_order_relaxed);
   g_session_started.store(true);
   RegisterCurrentThread();
   RegisterExistingThreads();
@@ -820,6 +857,26 @@ bool RequestFlush(int timeout_ms) {
     nanosleep(&step, nullptr);
   }
   return false;
+}
+
+void BeforeQuickExit(int status) {
+  if (!OwnSession()) return;
+  g_sampler.active.store(false);
+  g_quick_exit_status.store(status & 0xff);
+  int expected = 0;
+  g_fatal_signal.compare_exchange_strong(expected, kQuickExit);
+  RequestFlush(1000);  // only atomics and nanosleep: signal-safe
+}
+
+bool BeforeExec() {
+  if (!OwnSession()) return false;
+  g_exec_end_pending.store(true);
+  return RequestFlush(1000);
+}
+
+void AfterFailedExec(bool prepared) {
+  if (!prepared || !OwnSession()) return;
+  g_rearm_pending.store(true);
 }
 
 void StepAsideFromSigprof(bool behind_back) {

@@ -37,6 +37,20 @@ void SetWorker(int worker_id);
 // buffers and wall ticks go on. Safe to call with every signal blocked, from
 // any thread but the collector's while it holds its lock.
 void StepAsideFromSigprof(bool behind_back);
+// _exit() / _Exit() (core/exit_exec.cc): the process ends without atexit
+// handlers. Has the collector end the file (END chunk, "end" = "_exit N"),
+// waiting at most a second. Nothing in a vfork child. This function is safe to
+// call from asynchronous signals.
+void BeforeQuickExit(int status);
+// An exec*() is about to replace the image: the collector disarms the timers
+// (a setitimer timer would outlive the exec and kill the new image with
+// SIGPROF) and ends the file ("end" = "exec", file kept open), waiting at most
+// a second. Returns whether that was done; pass it to AfterFailedExec, which
+// re-arms the timers when the exec returned. The file goes on after a failed
+// exec and ends again at exit (a reader takes the last END). Nothing in a
+// vfork child. These functions are safe to call from asynchronous signals.
+bool BeforeExec();
+void AfterFailedExec(bool prepared);
 // Counts a finished step (ends the unprofiled baseline when one is asked for).
 void OnStepEnd();
 

@@ -142,6 +142,38 @@ TEST(Runtime, ForkedWorkersEachWriteTheirOwnProfile) {
   EXPECT_EQ(workers, (std::set<int>{100, 1, 102}));
 }
 
+TEST(Runtime, WorkersLeavingByUnderscoreExitOrExecEndTheirProfile) {
+  ProfiledRun run = Profiled({"leave"});
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.err;
+  std::map<std::string, int> ends;
+  for (size_t i = 0; i < run.profile.processes.size(); ++i) {
+    const Process& p = run.profile.processes[i];
+    if (p.role != "worker") continue;
+    // Each ended its file: not reported as died.
+    EXPECT_TRUE(p.complete) << p.file << " (end: " << p.end_reason << ")";
+    ends[p.end_reason]++;
+    auto by_stage = CpuSamplesByStage(run.profile, static_cast<int>(i));
+    EXPECT_GT(by_stage["work"], 10) << p.file;  // 150 ms at 100 Hz
+    if (p.end_reason == "exit") {
+      // Sampling went on after the exec that failed.
+      EXPECT_GT(by_stage["after_failed_exec"], 10) << p.file;
+    }
+  }
+  EXPECT_EQ(ends["_exit 7"], 1);
+  EXPECT_EQ(ends["exec"], 1);
+  EXPECT_EQ(ends["exit"], 1);
+}
+
+TEST(Runtime, SetitimerDoesNotOutliveExec) {
+  ProfiledRun run = Profiled({"execbusy"}, {{"DLPROF_TIMER", "itimer"}, {"DLPROF_HZ", "250"}});
+  // The shell loop runs ~0.3 s of CPU: a SIGPROF left armed would kill it.
+  EXPECT_EQ(run.result.exit_code, 0) << run.result.err;
+  ASSERT_EQ(run.profile.processes.size(), 1u);
+  EXPECT_TRUE(run.profile.processes[0].complete);
+  EXPECT_EQ(run.profile.processes[0].end_reason, "exec");
+  EXPECT_GT(CpuSamplesByStage(run.profile)["before_exec"], 5);
+}
+
 TEST(Runtime, SpawnedChildrenAndTheirWorkersJoinTheRun) {
   ProfiledRun run = Profiled({"spawn"});
   ASSERT_EQ(run.result.exit_code, 0) << run.result.err;

@@ -90,6 +90,46 @@ int Fork(int workers) {
   return failures ? 1 : 0;
 }
 
+// Workers that leave without exit(): one by _exit() (as Python's
+// multiprocessing workers do, os._exit), one by exec'ing /bin/true, one by an
+// exec that fails (it then burns more CPU and exits normally).
+int LeaveWithoutExit() {
+  std::vector<pid_t> pids;
+  for (int i = 0; i < 3; ++i) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      { DLPROF_STAGE("work"); Burn(150000000); }
+      if (i == 0) _exit(7);
+      if (i == 1) execl("/bin/true", "true", static_cast<char*>(nullptr));
+      execl("/nonexistent/dlprof-test", "x", static_cast<char*>(nullptr));
+      if (errno != ENOENT) _exit(99);
+      { DLPROF_STAGE("after_failed_exec"); Burn(150000000); }
+      exit(0);
+    }
+    pids.push_back(pid);
+  }
+  int failures = 0;
+  for (size_t i = 0; i < pids.size(); ++i) {
+    int status = 0;
+    waitpid(pids[i], &status, 0);
+    const int want = i == 0 ? 7 : 0;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != want) ++failures;
+  }
+  return failures ? 1 : 0;
+}
+
+// Burns CPU, then replaces itself with a CPU-bound shell loop that knows
+// nothing of dlprof: with the setitimer timer, that image must not be killed
+// by a SIGPROF from a timer dlprof left armed.
+int ExecBusy() {
+  { DLPROF_STAGE("before_exec"); Burn(100000000); }
+  unsetenv("LD_PRELOAD");
+  unsetenv("DLPROF_SAMPLE");
+  execl("/bin/sh", "sh", "-c", "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done",
+        static_cast<char*>(nullptr));
+  return 2;
+}
+
 // Threads blocked in sleeping/polling calls while the others are sampled at
 // high frequency: none may ever see EINTR.
 int Eintr(int ms) {
@@ -285,6 +325,8 @@ int main(int argc, char** argv) {
   if (mode == "steps") return Steps(n ? n : 10);
   if (mode == "term") return UntilTerminated(false);
   if (mode == "spawn") return Spawn(argv[0]);
+  if (mode == "leave") return LeaveWithoutExit();
+  if (mode == "execbusy") return ExecBusy();
   if (mode == "nested") return Nested();
   if (mode == "ownterm") return UntilTerminated(true);
   if (mode == "enabled") {

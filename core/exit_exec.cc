@@ -1,0 +1,179 @@
+// _exit() and the exec*() family, interposed so that a process leaving by
+// either still ends its profile: a worker that ends with os._exit() (as
+// Python's multiprocessing workers do) or that execs a new image is not
+// reported as died, and a setitimer timer does not outlive the exec to kill
+// the new image with SIGPROF. The program sees the same calls with the same
+// results; dlprof waits at most a second for its collector (core/session.h).
+//
+// glibc's own internal calls (posix_spawn's child, system()) do not go through
+// these symbols: they run in a child that shares no session, or in one whose
+// profile the next image continues.
+#include <alloca.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+
+#include <dlprof/dlprof.h>
+
+#include "core/exit_exec.h"
+#include "core/session.h"
+
+namespace dlprof {
+namespace {
+
+using ExitFn = void (*)(int);
+using ExecveFn = int (*)(const char*, char* const[], char* const[]);
+using ExecvFn = int (*)(const char*, char* const[]);
+using FexecveFn = int (*)(int, char* const[], char* const[]);
+using ExecveatFn = int (*)(int, const char*, char* const[], char* const[], int);
+
+// The next definitions after ours (glibc's, or a sanitizer's interceptor).
+std::atomic<ExitFn> g_exit{nullptr};
+std::atomic<ExecveFn> g_execve{nullptr}, g_execvpe{nullptr};
+std::atomic<ExecvFn> g_execv{nullptr}, g_execvp{nullptr};
+std::atomic<FexecveFn> g_fexecve{nullptr};
+std::atomic<ExecveatFn> g_execveat{nullptr};
+
+template <typename Fn>
+Fn Next(std::atomic<Fn>* slot, const char* name) {
+  Fn f = slot->load(std::memory_order_acquire);
+  if (f == nullptr) {  // only before ResolveExecFunctions(): not from a signal handler
+    f = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
+    slot->store(f, std::memory_order_release);
+  }
+  return f;
+}
+
+// Runs one exec call with the profile ended around it; re-arms if it returns.
+template <typename Call>
+int AroundExec(Call call) {
+  const bool prepared = BeforeExec();
+  const int rc = call();
+  const int saved = errno;
+  AfterFailedExec(prepared);
+  errno = saved;
+  return rc;
+}
+
+int NoFunction() {
+  errno = ENOSYS;
+  return -1;
+}
+
+// argv of an execl-style call: arg0, the variadic arguments up to NULL.
+// Counts first; the caller allocates n + 1 pointers on its stack.
+size_t CountArgs(const char* arg0, va_list ap) {
+  size_t n = 1;
+  if (arg0 == nullptr) return 0;
+  while (va_arg(ap, const char*) != nullptr) ++n;
+  return n;
+}
+
+void FillArgs(char** argv, size_t n, const char* arg0, va_list ap) {
+  if (n > 0) argv[0] = const_cast<char*>(arg0);
+  for (size_t i = 1; i < n; ++i) argv[i] = va_arg(ap, char*);
+  argv[n] = nullptr;
+}
+
+}  // namespace
+
+void ResolveExecFunctions() {
+  Next(&g_exit, "_exit");
+  Next(&g_execve, "execve");
+  Next(&g_execvpe, "execvpe");
+  Next(&g_execv, "execv");
+  Next(&g_execvp, "execvp");
+  Next(&g_fexecve, "fexecve");
+  Next(&g_execveat, "execveat");
+}
+
+}  // namespace dlprof
+
+using dlprof::AroundExec;
+
+extern "C" DLPROF_EXPORT void _exit(int status) {
+  dlprof::BeforeQuickExit(status);
+  // The next _exit (glibc's, or a sanitizer's, which reports first); if it was
+  // never resolved, what glibc's does.
+  if (auto f = dlprof::g_exit.load(std::memory_order_acquire)) f(status);
+  for (;;) {
+    syscall(SYS_exit_group, status);
+    syscall(SYS_exit, status);
+  }
+}
+
+extern "C" DLPROF_EXPORT void _Exit(int status) { _exit(status); }
+
+extern "C" DLPROF_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) {
+  auto f = dlprof::Next(&dlprof::g_execve, "execve");
+  return f ? AroundExec([&] { return f(path, argv, envp); }) : dlprof::NoFunction();
+}
+
+extern "C" DLPROF_EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) {
+  auto f = dlprof::Next(&dlprof::g_execvpe, "execvpe");
+  return f ? AroundExec([&] { return f(file, argv, envp); }) : dlprof::NoFunction();
+}
+
+extern "C" DLPROF_EXPORT int execv(const char* path, char* const argv[]) {
+  auto f = dlprof::Next(&dlprof::g_execv, "execv");
+  return f ? AroundExec([&] { return f(path, argv); }) : dlprof::NoFunction();
+}
+
+extern "C" DLPROF_EXPORT int execvp(const char* file, char* const argv[]) {
+  auto f = dlprof::Next(&dlprof::g_execvp, "execvp");
+  return f ? AroundExec([&] { return f(file, argv); }) : dlprof::NoFunction();
+}
+
+extern "C" DLPROF_EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) {
+  auto f = dlprof::Next(&dlprof::g_fexecve, "fexecve");
+  return f ? AroundExec([&] { return f(fd, argv, envp); }) : dlprof::NoFunction();
+}
+
+extern "C" DLPROF_EXPORT int execveat(int dirfd, const char* path, char* const argv[],
+                                      char* const envp[], int flags) {
+  auto f = dlprof::Next(&dlprof::g_execveat, "execveat");
+  return f ? AroundExec([&] { return f(dirfd, path, argv, envp, flags); }) : dlprof::NoFunction();
+}
+
+// The list forms build their argv on the stack and go through the vector forms.
+extern "C" DLPROF_EXPORT int execl(const char* path, const char* arg0, ...) {
+  va_list ap;
+  va_start(ap, arg0);
+  const size_t n = dlprof::CountArgs(arg0, ap);
+  va_end(ap);
+  char** argv = static_cast<char**>(alloca((n + 1) * sizeof(char*)));
+  va_start(ap, arg0);
+  dlprof::FillArgs(argv, n, arg0, ap);
+  va_end(ap);
+  return execv(path, argv);
+}
+
+extern "C" DLPROF_EXPORT int execlp(const char* file, const char* arg0, ...) {
+  va_list ap;
+  va_start(ap, arg0);
+  const size_t n = dlprof::CountArgs(arg0, ap);
+  va_end(ap);
+  char** argv = static_cast<char**>(alloca((n + 1) * sizeof(char*)));
+  va_start(ap, arg0);
+  dlprof::FillArgs(argv, n, arg0, ap);
+  va_end(ap);
+  return execvp(file, argv);
+}
+
+// execle: the environment pointer follows the NULL that ends the arguments.
+extern "C" DLPROF_EXPORT int execle(const char* path, const char* arg0, ...) {
+  va_list ap;
+  va_start(ap, arg0);
+  const size_t n = dlprof::CountArgs(arg0, ap);
+  char* const* envp = va_arg(ap, char* const*);
+  va_end(ap);
+  char** argv = static_cast<char**>(alloca((n + 1) * sizeof(char*)));
+  va_start(ap, arg0);
+  dlprof::FillArgs(argv, n, arg0, ap);
+  va_end(ap);
+  return execve(path, argv, envp);
+}
