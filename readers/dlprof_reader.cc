@@ -72,6 +72,9 @@ class FileDecoder {
 
   // Returns false if the payload did not decode completely.
   bool Chunk(uint32_t type, const uint8_t* b, const uint8_t* e) {
+    // Complete means the file ends with END: one written before an exec that
+    // failed is followed by more chunks, and the process may yet die.
+    if (type != DLPROF_CHUNK_END) proc().complete = false;
     switch (type) {
       case DLPROF_CHUNK_PROCESS: return ProcessFields(b, e);
       case DLPROF_CHUNK_THREADS: return Threads(b, e);

@@ -384,6 +384,29 @@ const std::string& Str(const RawProfile& raw, int64_t i) {
   return i > 0 && static_cast<size_t>(i) < raw.strings.size() ? raw.strings[i] : kEmpty;
 }
 
+// The "stage_parts" label dlprof writes when a stage name contains '/':
+// "<length>:<name>" per level. False (and nothing interned) unless it parses
+// completely, so a hostile label falls back to splitting "stage".
+bool SplitStageParts(const std::string& parts, Profile* profile, std::vector<uint32_t>* path) {
+  if (parts.empty()) return false;
+  std::vector<std::string> names;
+  size_t at = 0;
+  while (at < parts.size()) {
+    const size_t colon = parts.find(':', at);
+    if (colon == std::string::npos || colon == at || colon - at > 9) return false;
+    size_t len = 0;
+    for (size_t i = at; i < colon; ++i) {
+      if (parts[i] < '0' || parts[i] > '9') return false;
+      len = len * 10 + static_cast<size_t>(parts[i] - '0');
+    }
+    if (len > parts.size() - colon - 1) return false;
+    names.push_back(parts.substr(colon + 1, len));
+    at = colon + 1 + len;
+  }
+  for (const std::string& name : names) path->push_back(profile->InternStage(name));
+  return true;
+}
+
 }  // namespace
 
 void ReadPprof(const std::string& path, Profile* profile) {
@@ -475,12 +498,14 @@ void ReadPprofBuffer(std::string bytes, const std::string& path, Profile* profil
   std::map<std::tuple<std::string, int64_t, std::string, int64_t>, uint32_t> processes;
   std::vector<uint32_t> stack;
   for (const RawSample& rs : raw.samples) {
-    std::string host, role = "main", stage, cpu;
+    std::string host, role = "main", stage, stage_parts, cpu;
     int64_t pid = 0, worker = -1, tid = 0;
     for (const RawLabel& l : rs.labels) {
       const std::string& key = Str(raw, l.key);
       if (key == "stage")
         stage = Str(raw, l.str);
+      else if (key == "stage_parts")
+        stage_parts = Str(raw, l.str);
       else if (key == "role")
         role = Str(raw, l.str);
       else if (key == "host")
@@ -526,7 +551,10 @@ void ReadPprofBuffer(std::string bytes, const std::string& path, Profile* profil
     stack.clear();
     for (uint64_t id : rs.locations) stack.push_back(location_of(id));
     s.stack = profile->InternStack(stack);
-    if (!stage.empty()) {
+    if (std::vector<uint32_t> stage_path; !stage.empty() &&
+                                           SplitStageParts(stage_parts, profile, &stage_path)) {
+      s.stage_path = profile->InternStagePath(stage_path);
+    } else if (!stage.empty()) {
       std::vector<uint32_t> stage_path;
       size_t start = 0;
       while (start <= stage.size()) {

@@ -144,6 +144,18 @@ struct SampleSum {
   int64_t count = 0, cpu_ns = 0, wall_ns = 0;
 };
 
+// True when a name in `path` contains '/', with *parts the names as
+// "<length>:<name>" one after another (the "stage_parts" label).
+bool SlashInAName(const Profile& p, const std::vector<uint32_t>& path, std::string* parts) {
+  bool slash = false;
+  for (uint32_t id : path) {
+    const std::string& name = id < p.stages.size() ? p.stages[id] : std::string();
+    slash |= name.find('/') != std::string::npos;
+    *parts += std::to_string(name.size()) + ":" + name;
+  }
+  return slash;
+}
+
 }  // namespace
 
 std::string EncodePprof(const Profile& p) {
@@ -278,6 +290,13 @@ std::string EncodePprof(const Profile& p) {
     samples.PackedInt64s(field::kSampleValue, {sum.count, sum.cpu_ns, sum.wall_ns});
     std::string stage = StagePathName(p, k.stage_path);
     if (!stage.empty()) StrLabel(&samples, k_stage, st.Intern(stage));
+    // "stage" joins the path with '/'; when a name has a '/' of its own that
+    // cannot be split back, so the names also go length-prefixed.
+    if (stage.find('/') != std::string::npos && k.stage_path < p.stage_paths.size()) {
+      if (std::string parts; SlashInAName(p, p.stage_paths[k.stage_path], &parts)) {
+        StrLabel(&samples, st.Intern("stage_parts"), st.Intern(parts));
+      }
+    }
     if (k.process < p.processes.size()) {
       const Process& proc = p.processes[k.process];
       StrLabel(&samples, k_role, st.Intern(proc.role));

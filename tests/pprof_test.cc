@@ -212,6 +212,34 @@ TEST(PprofTest, RoundTripKeepsSamplesLabelsAndFrames) {
   }
 }
 
+TEST(PprofTest, StageNamesWithSlashesSurviveTheRoundTrip) {
+  TempDir dir;
+  Profile in = MakePipelineProfile();
+  const uint32_t io = in.InternStage("io"), odd = in.InternStage("s3://bucket/shard-0");
+  Sample s = in.samples.back();
+  s.stage_path = in.InternStagePath({io, odd});
+  in.samples.push_back(s);
+  WritePprof(in, dir.File("p.pb.gz"));
+  Profile out;
+  ReadPprof(dir.File("p.pb.gz"), &out);
+  int found = 0;
+  for (const Sample& o : out.samples) {
+    const auto& path = out.stage_paths[o.stage_path];
+    if (StagePathName(out, o.stage_path) != "io/s3://bucket/shard-0") continue;
+    ++found;
+    ASSERT_EQ(path.size(), 2u);  // not io / s3: / / bucket / shard-0
+    EXPECT_EQ(out.stages[path[0]], "io");
+    EXPECT_EQ(out.stages[path[1]], "s3://bucket/shard-0");
+  }
+  EXPECT_EQ(found, 1);
+  // Paths without such names keep to the one "stage" label and still split.
+  for (const Sample& o : out.samples) {
+    if (StagePathName(out, o.stage_path) == "read/decode") {
+      EXPECT_EQ(out.stage_paths[o.stage_path].size(), 2u);
+    }
+  }
+}
+
 TEST(PprofTest, HostLabelSeparatesRuns) {
   TempDir dir;
   WritePprof(MakePipelineProfile("node-a"), dir.File("a.pb.gz"));
