@@ -13,6 +13,9 @@ packages=(
   # Headless Chromium for the HTML report's end-to-end test, with one font so
   # that its screenshots show text.
   chromium fonts-dejavu-core
+  # The benchmarks: perf for the side-by-side columns, python3 for the table
+  # (scripts/bench.sh; tests use neither).
+  linux-perf python3
 )
 missing=()
 for p in "${packages[@]}"; do
