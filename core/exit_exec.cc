@@ -64,19 +64,25 @@ int NoFunction() {
   return -1;
 }
 
-// argv of an execl-style call: arg0, the variadic arguments up to NULL.
-// Counts first; the caller allocates n + 1 pointers on its stack.
-size_t CountArgs(const char* arg0, va_list ap) {
-  size_t n = 1;
-  if (arg0 == nullptr) return 0;
-  while (va_arg(ap, const char*) != nullptr) ++n;
-  return n;
-}
-
-void FillArgs(char** argv, size_t n, const char* arg0, va_list ap) {
+// Calls call(argv, envp) with the argv of an execl-style call (arg0, then the
+// variadic arguments up to NULL) built on this frame's stack; with
+// env_follows (execle), envp is the pointer after that NULL.
+template <typename Call>
+int WithListArgs(const char* arg0, va_list ap, bool env_follows, Call call) {
+  va_list scan;
+  va_copy(scan, ap);
+  size_t n = 0;
+  if (arg0 != nullptr) {
+    n = 1;
+    while (va_arg(scan, const char*) != nullptr) ++n;
+  }
+  char* const* envp = env_follows ? va_arg(scan, char* const*) : nullptr;
+  va_end(scan);
+  char** argv = static_cast<char**>(alloca((n + 1) * sizeof(char*)));
   if (n > 0) argv[0] = const_cast<char*>(arg0);
   for (size_t i = 1; i < n; ++i) argv[i] = va_arg(ap, char*);
   argv[n] = nullptr;
+  return call(argv, envp);
 }
 
 }  // namespace
@@ -143,37 +149,26 @@ extern "C" DLPROF_EXPORT int execveat(int dirfd, const char* path, char* const a
 extern "C" DLPROF_EXPORT int execl(const char* path, const char* arg0, ...) {
   va_list ap;
   va_start(ap, arg0);
-  const size_t n = dlprof::CountArgs(arg0, ap);
+  const int rc = dlprof::WithListArgs(arg0, ap, false,
+                                      [&](char** argv, char* const*) { return execv(path, argv); });
   va_end(ap);
-  char** argv = static_cast<char**>(alloca((n + 1) * sizeof(char*)));
-  va_start(ap, arg0);
-  dlprof::FillArgs(argv, n, arg0, ap);
-  va_end(ap);
-  return execv(path, argv);
+  return rc;
 }
 
 extern "C" DLPROF_EXPORT int execlp(const char* file, const char* arg0, ...) {
   va_list ap;
   va_start(ap, arg0);
-  const size_t n = dlprof::CountArgs(arg0, ap);
+  const int rc = dlprof::WithListArgs(arg0, ap, false,
+                                      [&](char** argv, char* const*) { return execvp(file, argv); });
   va_end(ap);
-  char** argv = static_cast<char**>(alloca((n + 1) * sizeof(char*)));
-  va_start(ap, arg0);
-  dlprof::FillArgs(argv, n, arg0, ap);
-  va_end(ap);
-  return execvp(file, argv);
+  return rc;
 }
 
-// execle: the environment pointer follows the NULL that ends the arguments.
 extern "C" DLPROF_EXPORT int execle(const char* path, const char* arg0, ...) {
   va_list ap;
   va_start(ap, arg0);
-  const size_t n = dlprof::CountArgs(arg0, ap);
-  char* const* envp = va_arg(ap, char* const*);
+  const int rc = dlprof::WithListArgs(
+      arg0, ap, true, [&](char** argv, char* const* envp) { return execve(path, argv, envp); });
   va_end(ap);
-  char** argv = static_cast<char**>(alloca((n + 1) * sizeof(char*)));
-  va_start(ap, arg0);
-  dlprof::FillArgs(argv, n, arg0, ap);
-  va_end(ap);
-  return execve(path, argv, envp);
+  return rc;
 }

@@ -91,8 +91,8 @@ int Fork(int workers) {
 }
 
 // Workers that leave without exit(): one by _exit() (as Python's
-// multiprocessing workers do, os._exit), one by exec'ing /bin/true, one by an
-// exec that fails (it then burns more CPU and exits normally).
+// multiprocessing workers do, os._exit), one by exec'ing /bin/true (execle),
+// one by an exec that fails (execlp; it then burns more CPU and exits).
 int LeaveWithoutExit() {
   std::vector<pid_t> pids;
   for (int i = 0; i < 3; ++i) {
@@ -100,8 +100,8 @@ int LeaveWithoutExit() {
     if (pid == 0) {
       { DLPROF_STAGE("work"); Burn(150000000); }
       if (i == 0) _exit(7);
-      if (i == 1) execl("/bin/true", "true", static_cast<char*>(nullptr));
-      execl("/nonexistent/dlprof-test", "x", static_cast<char*>(nullptr));
+      if (i == 1) execle("/bin/true", "true", static_cast<char*>(nullptr), environ);
+      execlp("dlprof-test-no-such-program", "x", static_cast<char*>(nullptr));
       if (errno != ENOENT) _exit(99);
       { DLPROF_STAGE("after_failed_exec"); Burn(150000000); }
       exit(0);
