@@ -21,10 +21,13 @@
 #include <nlohmann/json.hpp>
 
 #include "readers/dlprof_reader.h"
+#include "tests/support/files.h"
 #include "tests/support/subprocess.h"
 
 namespace dlprof {
 namespace {
+
+using testing::ReadFile;
 
 using nlohmann::json;
 using testing::kUnset;
@@ -44,13 +47,6 @@ constexpr bool kSanitized = false;
 #endif
 #define SKIP_COUNTS_UNDER_SANITIZER() \
   if (kSanitized) GTEST_SKIP() << "sample counts are not checked under sanitizers"
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // Lines of `text` that contain `needle`.
 std::vector<std::string> LinesWith(const std::string& text, const std::string& needle) {

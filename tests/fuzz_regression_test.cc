@@ -15,10 +15,13 @@
 #include <gtest/gtest.h>
 
 #include "tests/fuzz/fuzz_inputs.h"
+#include "tests/support/files.h"
 #include "tests/support/subprocess.h"
 
 namespace dlprof {
 namespace {
+
+using testing::ReadFile;
 
 const std::string kFuzzDir = std::string(DLPROF_SOURCE_DIR) + "/tests/fuzz";
 
@@ -32,11 +35,6 @@ std::vector<std::string> FilesIn(const std::string& dir) {
   }
   std::sort(names.begin(), names.end());
   return names;
-}
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
 // Runs `input` as fuzz target `target` would; false for an unknown target.
@@ -63,7 +61,7 @@ TEST(FuzzRegression, EveryInputThatOnceCrashedIsReadCleanly) {
   for (const std::string& name : FilesIn(dir)) {
     SCOPED_TRACE(name);
     std::string target = name.substr(0, name.find('-'));
-    EXPECT_TRUE(Replay(target, ReadAll(dir + "/" + name)))
+    EXPECT_TRUE(Replay(target, ReadFile(dir + "/" + name)))
         << name << ": name it <target>-<what>, target one of dlprof gperftools pprof pprof_gzip elf";
   }
 }
@@ -74,7 +72,7 @@ TEST(FuzzRegression, EverySeedOfTheCorporaIsReadCleanly) {
     const std::string dir = kFuzzDir + "/corpus/" + target;
     for (const std::string& name : FilesIn(dir)) {
       SCOPED_TRACE(target + "/" + name);
-      EXPECT_TRUE(Replay(target, ReadAll(dir + "/" + name))) << "no fuzz target " << target;
+      EXPECT_TRUE(Replay(target, ReadFile(dir + "/" + name))) << "no fuzz target " << target;
       ++seeds;
     }
   }
@@ -86,19 +84,19 @@ TEST(FuzzRegression, SeedsAreRealProfiles) {
   for (const char* name : {"mix-main.dlprof", "forked-worker.dlprof"}) {
     Profile p;
     std::string error;
-    ASSERT_TRUE(ReadDlprofBuffer(ReadAll(kFuzzDir + "/corpus/dlprof/" + name), name, &p, &error))
+    ASSERT_TRUE(ReadDlprofBuffer(ReadFile(kFuzzDir + "/corpus/dlprof/" + name), name, &p, &error))
         << error;
     EXPECT_FALSE(p.samples.empty()) << name;
   }
   for (const char* name : {"mix-le64.prof", "mix-le32.prof", "mix-be64.prof"}) {
     Profile p;
-    ReadGperftoolsBuffer(ReadAll(kFuzzDir + "/corpus/gperftools/" + name), name, &p);
+    ReadGperftoolsBuffer(ReadFile(kFuzzDir + "/corpus/gperftools/" + name), name, &p);
     EXPECT_FALSE(p.samples.empty()) << name;
     EXPECT_TRUE(p.warnings.empty()) << name << ": " << p.warnings.front();
   }
   Profile raw, gz;
-  ReadPprofBuffer(ReadAll(kFuzzDir + "/corpus/pprof/dlprof-mix.pb"), "raw", &raw);
-  ReadPprofBuffer(ReadAll(kFuzzDir + "/corpus/pprof_gzip/dlprof-mix.pb.gz"), "gz", &gz);
+  ReadPprofBuffer(ReadFile(kFuzzDir + "/corpus/pprof/dlprof-mix.pb"), "raw", &raw);
+  ReadPprofBuffer(ReadFile(kFuzzDir + "/corpus/pprof_gzip/dlprof-mix.pb.gz"), "gz", &gz);
   EXPECT_FALSE(raw.samples.empty());
   EXPECT_FALSE(gz.samples.empty());
   EXPECT_TRUE(raw.warnings.empty() && gz.warnings.empty());

@@ -21,45 +21,17 @@
 
 #include "readers/symbolizer.h"
 #include "reports/pprof_writer.h"
+#include "tests/support/files.h"
 
 namespace dlprof {
 namespace {
 
+using testing::ReadFile;
+using testing::RunCommand;
+using testing::TempDir;
+using testing::WriteFile;
+
 constexpr char kLibProfiler[] = "/usr/lib/x86_64-linux-gnu/libprofiler.so.0";
-
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/dlprof_gperf_XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() { std::system(("rm -rf " + path_).c_str()); }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
-
-std::string RunCommand(const std::string& cmd, int* status = nullptr) {
-  std::string out;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (p == nullptr) return out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  int rc = pclose(p);
-  if (status != nullptr) *status = rc;
-  return out;
-}
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-void WriteAll(const std::string& path, const std::string& data) {
-  std::ofstream(path, std::ios::binary) << data;
-}
 
 // Words in a chosen size and byte order, to build profiles by hand.
 std::string Words(const std::vector<uint64_t>& words, size_t size, bool big_endian) {
@@ -93,7 +65,7 @@ TEST(GperftoolsReaderTest, EveryWordSizeAndByteOrderReadsTheSame) {
       SCOPED_TRACE(std::to_string(size) + (big ? " big" : " little"));
       std::string data = HandMadeProfile(size, big);
       EXPECT_TRUE(LooksLikeGperftoolsProfile(data));
-      WriteAll(dir.File("p.prof"), data);
+      WriteFile(dir.File("p.prof"), data);
       Profile p;
       ReadGperftools(dir.File("p.prof"), &p);
       EXPECT_TRUE(p.warnings.empty());
@@ -125,7 +97,7 @@ TEST(GperftoolsReaderTest, TruncatedRecordKeepsEarlierOnesAndNamesItsOffset) {
   TempDir dir;
   std::string data = HandMadeProfile(8, false);
   const size_t second_record = (5 + 4) * 8;
-  WriteAll(dir.File("cut.prof"), data.substr(0, second_record + 3 * 8 + 5));
+  WriteFile(dir.File("cut.prof"), data.substr(0, second_record + 3 * 8 + 5));
   Profile p;
   ReadGperftools(dir.File("cut.prof"), &p);
   ASSERT_EQ(p.warnings.size(), 1u);
@@ -139,7 +111,7 @@ TEST(GperftoolsReaderTest, TruncatedRecordKeepsEarlierOnesAndNamesItsOffset) {
   EXPECT_EQ(p.samples[0].count, 7);
 
   // Cut right after a record: the trailer is what is missing.
-  WriteAll(dir.File("cut2.prof"), data.substr(0, second_record));
+  WriteFile(dir.File("cut2.prof"), data.substr(0, second_record));
   Profile q;
   ReadGperftools(dir.File("cut2.prof"), &q);
   ASSERT_EQ(q.warnings.size(), 1u);
@@ -152,7 +124,7 @@ TEST(GperftoolsReaderTest, CorruptDepthStopsWithAWarning) {
   TempDir dir;
   std::string data = HandMadeProfile(8, false);
   data[(5 + 4 + 1) * 8 + 6] = 0x7f;  // the second record's depth becomes huge
-  WriteAll(dir.File("bad.prof"), data);
+  WriteFile(dir.File("bad.prof"), data);
   Profile p;
   ReadGperftools(dir.File("bad.prof"), &p);
   ASSERT_EQ(p.warnings.size(), 1u);
@@ -163,7 +135,7 @@ TEST(GperftoolsReaderTest, CorruptDepthStopsWithAWarning) {
 
 TEST(GperftoolsReaderTest, NotAProfileThrowsNamingTheFile) {
   TempDir dir;
-  WriteAll(dir.File("text.prof"), "this is not a profile, just some text here");
+  WriteFile(dir.File("text.prof"), "this is not a profile, just some text here");
   Profile p;
   try {
     ReadGperftools(dir.File("text.prof"), &p);
@@ -222,7 +194,7 @@ class RealProfileTest : public ::testing::Test {
     if (access(kLibProfiler, R_OK) != 0) return;
     dir_ = new TempDir;
     // Time-based spinning: heavy() burns 3× the CPU of light(), whatever the machine.
-    WriteAll(dir_->File("busy.c"), R"(#include <stdio.h>
+    WriteFile(dir_->File("busy.c"), R"(#include <stdio.h>
 #include <time.h>
 volatile unsigned long sink;
 static double cpu_seconds(void) {
@@ -251,7 +223,7 @@ int main(void) { heavy(); light(); printf("%lu\n", sink); return 0; }
     out = RunCommand(
         "LD_PRELOAD=" + std::string(kLibProfiler) + " CPUPROFILE=" + profile_ + " " + program_,
         &status);
-    if (status != 0 || !LooksLikeGperftoolsProfile(ReadAll(profile_))) setup_error_ = out;
+    if (status != 0 || !LooksLikeGperftoolsProfile(ReadFile(profile_))) setup_error_ = out;
   }
 
   static void TearDownTestSuite() {
@@ -346,7 +318,7 @@ TEST_F(RealProfileTest, ConvertedToPprofGoPprofAgreesWithGooglePprof) {
 }
 
 TEST_F(RealProfileTest, TruncatedRealProfileKeepsCompleteRecords) {
-  std::string data = ReadAll(profile_);
+  std::string data = ReadFile(profile_);
   // Walk the 64-bit records to find their boundaries.
   auto word = [&](size_t at) {
     uint64_t v = 0;
@@ -361,7 +333,7 @@ TEST_F(RealProfileTest, TruncatedRealProfileKeepsCompleteRecords) {
   }
   ASSERT_GE(starts.size(), 2u);
   size_t k = starts.size() / 2;
-  WriteAll(dir_->File("half.prof"), data.substr(0, starts[k] + 20));
+  WriteFile(dir_->File("half.prof"), data.substr(0, starts[k] + 20));
   Profile p;
   ReadGperftools(dir_->File("half.prof"), &p);
   ASSERT_EQ(p.warnings.size(), 1u);

@@ -20,10 +20,13 @@
 #include "readers/pprof_reader.h"
 #include "reports/utf8.h"
 #include "tests/support/browser.h"
+#include "tests/support/files.h"
 #include "tests/support/subprocess.h"
 
 namespace dlprof {
 namespace {
+
+using testing::ReadFile;
 
 using nlohmann::json;
 using testing::MakeTempDir;
@@ -32,13 +35,6 @@ using testing::ProgramPath;
 using testing::RunProcess;
 
 const std::string kDlprof = std::string(DLPROF_BUILD_DIR) + "/tools/dlprof";
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // The stage names fault_hostile uses (its HostileNames(), the 10 kB one aside).
 const std::vector<std::string>& HostileStageNames() {

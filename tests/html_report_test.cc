@@ -17,10 +17,13 @@
 #include "reports/analysis.h"
 #include "reports/report_writer.h"
 #include "tests/support/browser.h"
+#include "tests/support/files.h"
 #include "tests/support/subprocess.h"
 
 namespace dlprof {
 namespace {
+
+using testing::ReadFile;
 
 using testing::BrowserResult;
 using testing::ChromiumPath;
@@ -34,13 +37,6 @@ using testing::RunProcess;
   if (ChromiumPath().empty()) {                                            \
     GTEST_SKIP() << "no /usr/bin/chromium (scripts/setup.sh installs it)"; \
   }
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 std::string ArtifactDir() {
   std::string dir = std::string(DLPROF_BUILD_DIR) + "/test-artifacts";

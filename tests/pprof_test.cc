@@ -18,44 +18,15 @@
 #include "readers/profile.h"
 #include "reports/pprof_wire.h"
 #include "reports/pprof_writer.h"
+#include "tests/support/files.h"
 
 namespace dlprof {
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/dlprof_pprof_XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() { std::system(("rm -rf " + path_).c_str()); }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
-
-// Runs a command, returns stdout+stderr; *status gets the exit status.
-std::string RunCommand(const std::string& cmd, int* status = nullptr) {
-  std::string out;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (p == nullptr) return out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  int rc = pclose(p);
-  if (status != nullptr) *status = rc;
-  return out;
-}
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-void WriteAll(const std::string& path, const std::string& data) {
-  std::ofstream(path, std::ios::binary) << data;
-}
+using testing::ReadFile;
+using testing::RunCommand;
+using testing::TempDir;
+using testing::WriteFile;
 
 bool HaveGo() { return RunCommand("command -v go").find("/go") != std::string::npos; }
 
@@ -180,7 +151,7 @@ TEST(PprofTest, RoundTripKeepsSamplesLabelsAndFrames) {
   TempDir dir;
   Profile in = MakePipelineProfile();
   WritePprof(in, dir.File("p.pb.gz"));
-  std::string gz = ReadAll(dir.File("p.pb.gz"));
+  std::string gz = ReadFile(dir.File("p.pb.gz"));
   ASSERT_GE(gz.size(), 2u);
   EXPECT_EQ(static_cast<unsigned char>(gz[0]), 0x1f);  // gzipped on disk
 
@@ -259,7 +230,7 @@ TEST(PprofTest, HostLabelSeparatesRuns) {
 TEST(PprofTest, TruncatedFileKeepsCompleteSamplesAndNamesTheOffset) {
   TempDir dir;
   std::string data = EncodePprof(MakePipelineProfile());
-  WriteAll(dir.File("cut.pb"), data.substr(0, data.size() - 3));
+  WriteFile(dir.File("cut.pb"), data.substr(0, data.size() - 3));
   Profile cut;
   ReadPprof(dir.File("cut.pb"), &cut);
   ASSERT_EQ(cut.warnings.size(), 1u);
@@ -276,7 +247,7 @@ TEST(PprofTest, TruncatedFileKeepsCompleteSamplesAndNamesTheOffset) {
   ASSERT_TRUE(std::regex_search(w, m, std::regex(R"(top-level field at offset (\d+))"))) << w;
   size_t field_start = std::stoul(m[1]);
   EXPECT_LT(field_start, data.size());
-  WriteAll(dir.File("clean.pb"), data.substr(0, field_start));
+  WriteFile(dir.File("clean.pb"), data.substr(0, field_start));
   Profile clean;
   ReadPprof(dir.File("clean.pb"), &clean);
   EXPECT_TRUE(clean.warnings.empty());
@@ -293,8 +264,8 @@ TEST(PprofTest, TruncatedGzipKeepsWhatInflated) {
     big.samples.push_back(s);
   }
   WritePprof(big, dir.File("big.pb.gz"));
-  std::string gz = ReadAll(dir.File("big.pb.gz"));
-  WriteAll(dir.File("half.pb.gz"), gz.substr(0, gz.size() / 2));
+  std::string gz = ReadFile(dir.File("big.pb.gz"));
+  WriteFile(dir.File("half.pb.gz"), gz.substr(0, gz.size() / 2));
   Profile half;
   ReadPprof(dir.File("half.pb.gz"), &half);
   ASSERT_EQ(half.warnings.size(), 2u);
@@ -307,7 +278,7 @@ TEST(PprofTest, TruncatedGzipKeepsWhatInflated) {
 
 TEST(PprofTest, GarbageIsAWarningNotACrash) {
   TempDir dir;
-  WriteAll(dir.File("junk"), std::string("\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x07", 12));
+  WriteFile(dir.File("junk"), std::string("\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x07", 12));
   Profile p;
   ReadPprof(dir.File("junk"), &p);
   EXPECT_TRUE(p.samples.empty());

@@ -10,10 +10,13 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/support/files.h"
 #include "tests/support/subprocess.h"
 
 namespace dlprof {
 namespace {
+
+using testing::ReadFile;
 
 using nlohmann::json;
 using testing::MakeTempDir;
@@ -22,13 +25,6 @@ using testing::ProgramPath;
 using testing::RunProcess;
 
 const std::string kDlprof = std::string(DLPROF_BUILD_DIR) + "/tools/dlprof";
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 bool HaveGo() { return access("/usr/bin/go", X_OK) == 0; }
 

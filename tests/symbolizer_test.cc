@@ -3,6 +3,7 @@
 // and non-PIE, and stripped copies whose debug info is found by debuglink or
 // build-id.
 #include "readers/symbolizer.h"
+#include "tests/support/files.h"
 #include "tests/support/sanitizer.h"
 
 #include <dlfcn.h>
@@ -60,6 +61,8 @@ __attribute__((noinline)) void* CallerOfInlined() {
 namespace dlprof {
 namespace {
 
+using testing::TempDir;
+
 std::string RunCommand(const std::string& cmd) {
   std::string out;
   FILE* p = popen(cmd.c_str(), "r");
@@ -71,19 +74,6 @@ std::string RunCommand(const std::string& cmd) {
   EXPECT_EQ(status, 0) << cmd << "\n" << out;
   return out;
 }
-
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/dlprof_symbolizer_XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() { std::system(("rm -rf " + path_).c_str()); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 // The location of `addr` in this process, as a profile records it.
 Location LocationOf(const void* addr) {
