@@ -18,6 +18,10 @@ struct StackBounds {
   uintptr_t hi = 0;
 };
 
+// Bounds of the calling thread's stack, from pthread_getattr_np (empty if it
+// cannot tell). Not signal-safe: take them when the thread registers.
+StackBounds CurrentStackBounds();
+
 class Unwinder {
  public:
   virtual ~Unwinder() = default;

@@ -68,20 +68,6 @@ __attribute__((noipa)) void Descend(int depth, pid_t pid, pid_t tid) {
   asm volatile("" ::: "memory");  // Keep the frame: no tail call.
 }
 
-StackBounds ThisThreadStack() {
-  StackBounds b;
-  pthread_attr_t attr;
-  if (pthread_getattr_np(pthread_self(), &attr) != 0) return b;
-  void* addr = nullptr;
-  size_t size = 0;
-  if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
-    b.lo = reinterpret_cast<uintptr_t>(addr);
-    b.hi = b.lo + size;
-  }
-  pthread_attr_destroy(&attr);
-  return b;
-}
-
 void BM_Unwind(benchmark::State& state, const std::string& name) {
   std::string error;
   std::unique_ptr<Unwinder> unwinder = MakeUnwinder(name, &error);
@@ -97,7 +83,7 @@ void BM_Unwind(benchmark::State& state, const std::string& name) {
   sigaction(SIGUSR2, &sa, nullptr);
   unwinder->PrepareThread();
   g_shot.unwinder = unwinder.get();
-  g_shot.bounds = ThisThreadStack();
+  g_shot.bounds = CurrentStackBounds();
   const int depth = static_cast<int>(state.range(0));
   const pid_t pid = getpid();
   const pid_t tid = gettid();

@@ -84,9 +84,6 @@ ThreadSlot* FindSlot(pid_t tid);
 // Clears every counter and ring of a slot (claim time, or in a fork child).
 void ResetSlot(ThreadSlot* s);
 
-// Bounds of the calling thread's stack, from pthread_getattr_np.
-StackBounds CurrentStackBounds();
-
 // The calling thread's kernel tid (defined with the backends, which need it too).
 pid_t CurrentTid();
 

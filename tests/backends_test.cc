@@ -82,20 +82,6 @@ void BurnCpu(double seconds) {
   g_burn_sink.store(x, std::memory_order_relaxed);
 }
 
-StackBounds CurrentThreadStack() {
-  StackBounds b;
-  pthread_attr_t attr;
-  if (pthread_getattr_np(pthread_self(), &attr) != 0) return b;
-  void* addr = nullptr;
-  size_t size = 0;
-  if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
-    b.lo = reinterpret_cast<uintptr_t>(addr);
-    b.hi = b.lo + size;
-  }
-  pthread_attr_destroy(&attr);
-  return b;
-}
-
 template <typename Pred>
 bool WaitFor(Pred pred, double seconds) {
   const auto deadline = std::chrono::steady_clock::now() +
@@ -152,7 +138,7 @@ void UnwindHandler(int, siginfo_t*, void* context) {
 }
 
 DLPROF_TEST_NOINLINE void PrepareBounds() {
-  g_request.bounds = g_request.transform(CurrentThreadStack());
+  g_request.bounds = g_request.transform(CurrentStackBounds());
 }
 
 DLPROF_TEST_NOINLINE void SpinLeaf() {
@@ -514,8 +500,8 @@ TEST_P(UnwinderTest, WritesAtMostMaxPcs) {
   uintptr_t pcs[1];
   ucontext_t uc;
   ASSERT_EQ(getcontext(&uc), 0);
-  EXPECT_EQ(unwinder_->Unwind(&uc, CurrentThreadStack(), pcs, 0), 0);
-  EXPECT_EQ(unwinder_->Unwind(nullptr, CurrentThreadStack(), pcs, 1), 0);
+  EXPECT_EQ(unwinder_->Unwind(&uc, CurrentStackBounds(), pcs, 0), 0);
+  EXPECT_EQ(unwinder_->Unwind(nullptr, CurrentStackBounds(), pcs, 1), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllUnwinders, UnwinderTest,
