@@ -181,6 +181,31 @@ def whole_process(out, lines):
                 lines.append(f"| {label} | {hz} | {fmt(ratio, '{:.3f}')} | {fmt(rate)} | {fmt(cost, '{:.1f}')} |")
         lines.append("")
 
+    steady = read_tsv(os.path.join(out, "steady.tsv"))
+    base = median([num(r["cpu_s"]) for r in steady if r["tool"] == "none"])
+    base_threads = median([num(r["thread_cpu_s"]) for r in steady if r["tool"] == "none"])
+    if base and base_threads:
+        n = len([r for r in steady if r["tool"] == "none"])
+        lines.append(f"**Steady state** (one thread, {fmt(base, '{:.1f}')} s of CPU unprofiled, "
+                     f"{n} runs of each, alternated; medians):\n")
+        lines.append("| Hz | overhead (process) | worker thread's CPU | other CPU ms per wall second | "
+                     "fidelity | bytes per sample |")
+        lines.append("|---|---|---|---|---|---|")
+        base_other = median([(num(r["cpu_s"]) - num(r["thread_cpu_s"])) / num(r["wall_s"])
+                             for r in steady if r["tool"] == "none"])
+        for hz in (100, 1000):
+            runs = [r for r in steady if r["tool"] == "dlprof" and int(r["hz"]) == hz]
+            if not runs:
+                continue
+            other = median([(num(r["cpu_s"]) - num(r["thread_cpu_s"])) / num(r["wall_s"]) for r in runs])
+            lines.append(
+                f"| {hz} | {fmt(median([num(r['cpu_s']) / base for r in runs]), '{:.3f}')} "
+                f"| {fmt(median([num(r['thread_cpu_s']) / base_threads for r in runs]), '{:.3f}')} "
+                f"| {fmt((other - base_other) * 1e3 if other is not None else None, '{:+.1f}')} "
+                f"| {fmt(median([num(r['samples']) / (num(r['thread_cpu_s']) * hz) for r in runs]))} "
+                f"| {fmt(median([num(r['bytes']) / num(r['samples']) for r in runs if num(r['samples'])]), '{:.1f}')} |")
+        lines.append("")
+
     long_rows = read_tsv(os.path.join(out, "long.tsv"))
     for r in long_rows:
         samples = num(r["samples"])

@@ -13,6 +13,8 @@
 #   runs.tsv      the matrix: rep threads tool hz work cpu_s thread_cpu_s wall_s
 #                 time_cpu_s time_wall_s samples weighted bytes dropped handler_ns report_s
 #   long.tsv      the same columns, dlprof at 1000 Hz on one thread for >= 30 s
+#   steady.tsv    the same columns: one thread, ~15 s of CPU, unprofiled and
+#                 dlprof at 100 and 1000 Hz, alternated (steady-state overhead)
 #   pipeline.tsv  rep mode median_step_s wall_s status
 #   pipeline_baseline_summary.json  dlprof's own distortion measurement
 #   floor.tsv     rep timer hz cpu_s signals: bench/timer_floor.cc, the cost of
@@ -28,6 +30,7 @@
 # BENCH_THREADS ("1 2 8"), BENCH_HZ ("100 1000"), BENCH_TOOLS ("dlprof
 # gperftools perf"; also dlprof-fp: fp unwinder, dlprof-posix: POSIX timer;
 # each added tool costs ~20% more time), BENCH_LONG_WORK (3000 units, ~30 s),
+# BENCH_STEADY_WORK (1500 units, ~15 s; 0 skips), BENCH_STEADY_REPS (3),
 # BENCH_PIPELINE_REPS (3), BENCH_FLOOR_REPS (4), BENCH_GPERFTOOLS_LIB.
 set -euo pipefail
 
@@ -46,6 +49,8 @@ threads_list=${BENCH_THREADS:-"1 2 8"}
 hz_list=${BENCH_HZ:-"100 1000"}
 tools=${BENCH_TOOLS:-"dlprof gperftools perf"}
 long_work=${BENCH_LONG_WORK:-3000}
+steady_work=${BENCH_STEADY_WORK:-1500}
+steady_reps=${BENCH_STEADY_REPS:-3}
 pipeline_reps=${BENCH_PIPELINE_REPS:-3}
 floor_reps=${BENCH_FLOOR_REPS:-4}
 gperftools_lib=${BENCH_GPERFTOOLS_LIB:-/usr/lib/x86_64-linux-gnu/libprofiler.so.0}
@@ -183,6 +188,21 @@ echo "$header" >"$out/long.tsv"
 if ((long_work > 0)); then
   run_one "$out/long.tsv" 1 1 dlprof 1000 "$long_work"
   log "long run done ($((SECONDS - start)) s)"
+fi
+
+# Steady state: long runs (15 s of CPU on one thread), unprofiled and dlprof at
+# 100 and 1000 Hz, alternated, so that the per-process start and exit costs
+# that dominate the 1 s runs above are small: what a long training job pays.
+echo "$header" >"$out/steady.tsv"
+if ((steady_work > 0)); then
+  steady_configs=("none:0" "dlprof:100" "dlprof:1000")
+  for ((rep = 1; rep <= steady_reps; rep++)); do
+    for ((i = 0; i < 3; i++)); do
+      cfg=${steady_configs[$(((i + rep) % 3))]}
+      run_one "$out/steady.tsv" "$rep" 1 "${cfg%%:*}" "${cfg##*:}" "$steady_work"
+    done
+  done
+  log "steady-state runs done ($((SECONDS - start)) s)"
 fi
 
 # The floor: a bare timer signal per sample, no profiler (bench/timer_floor.cc).
