@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -223,6 +224,12 @@ void SetProcessFields(Collector* c) {
   c->SetProcessField("run_id", G->run_id);
   c->SetProcessField("hz", std::to_string(G->config.hz));
   c->SetProcessField("mode", ModeName(G->config.mode));
+  // The CPUs this process may run on: the report's advice counts cores of the
+  // profiled machine, not of the one that writes the report.
+  cpu_set_t cpus;
+  if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0) {
+    c->SetProcessField("cpus", std::to_string(CPU_COUNT(&cpus)));
+  }
   // The wall tick and snapshot period (a wall record may cover many ticks).
   c->SetProcessField("snapshot_ms", std::to_string(G->config.snapshot_ms));
   c->SetProcessField("unwinder", G->unwinder->name());

@@ -364,6 +364,19 @@ void AnalyzeProcesses(const Profile& profile, Analysis* a) {
   a->cost.handler_fraction = cpu > 0 ? a->cost.handler_s / cpu : 0;
 }
 
+// Cores available to the profiled program: the most any of its processes
+// recorded ("cpus", from the runtime); else this machine's, *recorded false.
+long ProfiledCores(const Profile& profile, bool* recorded) {
+  long cores = 0;
+  for (const Process& p : profile.processes) {
+    if (auto it = p.fields.find("cpus"); it != p.fields.end()) {
+      cores = std::max(cores, std::atol(it->second.c_str()));
+    }
+  }
+  *recorded = cores > 0;
+  return cores > 0 ? cores : sysconf(_SC_NPROCESSORS_ONLN);
+}
+
 void DecideVerdict(const Profile& profile, bool has_steps, Analysis* a) {
   Verdict& v = a->verdict;
   const StepStats& steps = a->steps;
@@ -448,7 +461,11 @@ void DecideVerdict(const Profile& profile, bool has_steps, Analysis* a) {
                          "stages (" + Fmt("%.2f s", best->self_wall_s > 0 ? best->self_wall_s : best->self_cpu_s) +
                          " " + where + ") and is on-CPU " + Pct(1 - best->offcpu_fraction) +
                          " of it.");
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    // The cores of the machine that ran the program (recorded by the runtime),
+    // not of the one writing the report; this one only for files without it.
+    bool recorded = false;
+    const long cores = ProfiledCores(profile, &recorded);
+    const std::string cores_where = recorded ? " cores on the profiled machine" : " cores here";
     if (v.bottleneck_role == "worker") {
       std::string rates;
       if (steps.count > 0 && steps.mean_s > 0 && steps.data_wait_fraction < 0.95) {
@@ -461,13 +478,13 @@ void DecideVerdict(const Profile& profile, bool has_steps, Analysis* a) {
         rates = Fmt("%.0f workers deliver %.1f batches/s, the loop could take %.1f/s: about ",
                     best->processes, delivered, wanted) +
                 std::to_string(needed) + " workers" +
-                (needed > cores ? " (more than the " + std::to_string(cores) + " cores here)" : "") +
+                (needed > cores ? " (more than the " + std::to_string(cores) + cores_where + ")" : "") +
                 Fmt(", or a %.1fx faster '", wanted / delivered) + best->name +
                 "', would remove the wait.";
       }
       v.advice.push_back("'" + best->name + "' is compute-bound in the workers (" +
                          std::to_string(best->processes) + " workers on " + std::to_string(cores) +
-                         " cores here). " +
+                         cores_where + "). " +
                          (rates.empty() ? "Add workers if cores are free, or make '" + best->name +
                                               "' cheaper."
                                         : rates));

@@ -94,6 +94,11 @@ class SummaryTextWriter : public ReportWriter {
     out += "\nBuffers\n-------\n";
     if (a.buffers.empty()) out += "  (none)\n";
     for (const BufferStats& b : a.buffers) {
+      if (b.snapshots == 0) {  // not "never empty": nothing was measured
+        out += Line("  %-24s pid %-7d cap %-5llu no snapshots", Clean(b.name, 24).c_str(), b.pid,
+                    static_cast<unsigned long long>(b.capacity));
+        continue;
+      }
       out += Line("  %-24s pid %-7d cap %-5llu mean %5.1f%%  empty %5.1f%%  full %5.1f%%",
                   Clean(b.name, 24).c_str(), b.pid, static_cast<unsigned long long>(b.capacity),
                   100 * b.mean_occupancy, 100 * b.empty_fraction, 100 * b.full_fraction);

@@ -1,6 +1,7 @@
 // End-to-end tests of the in-process runtime: real processes run with
 // DLPROF_SAMPLE=1, their .dlprof files read back and compared with what the
 // program is known to have done.
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -123,6 +124,10 @@ TEST(Runtime, ForkedWorkersEachWriteTheirOwnProfile) {
     const Process& p = run.profile.processes[i];
     roles[p.role]++;
     EXPECT_TRUE(p.complete) << p.file;
+    // The cores the report's advice counts are the profiled machine's.
+    cpu_set_t cpus;
+    ASSERT_EQ(sched_getaffinity(0, sizeof(cpus), &cpus), 0);
+    EXPECT_EQ(p.fields.count("cpus") ? p.fields.at("cpus") : "", std::to_string(CPU_COUNT(&cpus)));
     auto by_stage = CpuSamplesByStage(run.profile, static_cast<int>(i));
     if (p.role == "worker") {
       workers.insert(p.worker);
