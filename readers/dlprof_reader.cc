@@ -7,21 +7,21 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <map>
-#include <sstream>
 #include <unordered_map>
 
 #include <dlprof/format.h>
 
 #include "core/varint.h"
+#include "readers/file_bytes.h"
+#include "readers/id_map.h"
 
 namespace dlprof {
 namespace {
 
-uint32_t U32At(const std::string& d, size_t off) {
+uint32_t U32At(const uint8_t* d, size_t off) {
   uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<uint8_t>(d[off + i])) << (8 * i);
+  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(d[off + i]) << (8 * i);
   return v;
 }
 
@@ -58,7 +58,10 @@ struct OpenSpan {
 // Decodes one file's chunks; ids are the file's own until Finish() maps them.
 class FileDecoder {
  public:
-  FileDecoder(const std::string& path, Profile* profile) : path_(path), p_(profile) {
+  // `cpu_samples`: how many CPU samples the file declares (a capacity hint).
+  FileDecoder(const std::string& path, Profile* profile, uint64_t cpu_samples)
+      : path_(path), p_(profile) {
+    raw_.reserve(cpu_samples);
     proc_index_ = static_cast<uint32_t>(p_->processes.size());
     p_->processes.emplace_back();
     proc().file = path;
@@ -119,7 +122,7 @@ class FileDecoder {
     for (uint64_t i = 0; i < n; ++i) {
       std::string name;
       if (!GetVarint(&b, e, &idx) || !GetVarint(&b, e, &tid) || !GetBytes(&b, e, &name)) return false;
-      threads_[static_cast<uint32_t>(idx)] = static_cast<uint32_t>(tid);
+      threads_.Set(static_cast<uint32_t>(idx), static_cast<uint32_t>(tid));
     }
     return true;
   }
@@ -129,7 +132,7 @@ class FileDecoder {
     for (uint64_t i = 0; i < n; ++i) {
       std::string name;
       if (!GetVarint(&b, e, &id) || !GetBytes(&b, e, &name)) return false;
-      stages_[static_cast<uint32_t>(id)] = p_->InternStage(name.empty() ? "?" : name);
+      stages_.Set(static_cast<uint32_t>(id), p_->InternStage(name.empty() ? "?" : name));
     }
     return true;
   }
@@ -141,10 +144,10 @@ class FileDecoder {
       std::vector<uint32_t> path;
       for (uint64_t d = 0; d < depth; ++d) {
         if (!GetVarint(&b, e, &id)) return false;
-        auto it = stages_.find(static_cast<uint32_t>(id));
-        path.push_back(it != stages_.end() ? it->second : p_->InternStage("?"));
+        const uint32_t* stage = stages_.Find(static_cast<uint32_t>(id));
+        path.push_back(stage ? *stage : p_->InternStage("?"));
       }
-      paths_[static_cast<uint32_t>(first + i)] = p_->InternStagePath(path);
+      paths_.Set(static_cast<uint32_t>(first + i), p_->InternStagePath(path));
     }
     return true;
   }
@@ -160,7 +163,7 @@ class FileDecoder {
         pc += static_cast<uint64_t>(UnZigZag(delta));
         pcs.push_back(pc);
       }
-      stacks_[static_cast<uint32_t>(first + i)] = std::move(pcs);
+      stacks_.Set(static_cast<uint32_t>(first + i), std::move(pcs));
     }
     return true;
   }
@@ -244,7 +247,7 @@ class FileDecoder {
       series.process = proc_index_;
       series.name = name;
       series.capacity = cap;
-      buffers_[static_cast<uint32_t>(id)] = p_->buffers.size();
+      buffers_.Set(static_cast<uint32_t>(id), p_->buffers.size());
       p_->buffers.push_back(std::move(series));
     }
     return true;
@@ -256,8 +259,9 @@ class FileDecoder {
     for (uint64_t i = 0; i < n; ++i) {
       if (!GetVarint(&b, e, &dt) || !GetVarint(&b, e, &id) || !GetVarint(&b, e, &size)) return false;
       t = AddDelta(t, dt);
-      auto it = buffers_.find(static_cast<uint32_t>(id));
-      if (it != buffers_.end()) p_->buffers[it->second].snapshots.push_back({ClampTime(t), size});
+      if (const size_t* buffer = buffers_.Find(static_cast<uint32_t>(id))) {
+        p_->buffers[*buffer].snapshots.push_back({ClampTime(t), size});
+      }
     }
     return true;
   }
@@ -297,8 +301,8 @@ class FileDecoder {
       case DLPROF_EVENT_WAIT_BEGIN: open.waits.assign(1, {t, 0}); break;
       case DLPROF_EVENT_WAIT_END: close_span(IntervalKind::kWait, &open.waits); break;
       case DLPROF_EVENT_STAGE_ENTER: {
-        auto it = stages_.find(stage);
-        open.stages.push_back({t, it != stages_.end() ? it->second : 0});
+        const uint32_t* id = stages_.Find(stage);
+        open.stages.push_back({t, id ? *id : 0});
         break;
       }
       case DLPROF_EVENT_STAGE_EXIT: close_span(IntervalKind::kStage, &open.stages); break;
@@ -317,13 +321,12 @@ class FileDecoder {
   }
 
   uint32_t Tid(uint32_t thread) {
-    auto it = threads_.find(thread);
-    return it != threads_.end() ? it->second : 0;
+    const uint32_t* tid = threads_.Find(thread);
+    return tid ? *tid : 0;
   }
   uint32_t PathIndex(uint32_t path) {
     if (path == 0) return 0;
-    auto it = paths_.find(path);
-    if (it != paths_.end()) return it->second;
+    if (const uint32_t* index = paths_.Find(path)) return *index;
     ++unknown_ids_;
     return 0;
   }
@@ -332,10 +335,10 @@ class FileDecoder {
   const std::string path_;
   Profile* p_;
   uint32_t proc_index_;
-  std::unordered_map<uint32_t, uint32_t> threads_, stages_, paths_;
-  std::unordered_map<uint32_t, std::vector<uint64_t>> stacks_;
-  std::unordered_map<uint32_t, uint32_t> stack_index_;  // file stack id -> profile stack
-  std::unordered_map<uint32_t, size_t> buffers_;
+  IdMap<uint32_t> threads_, stages_, paths_;
+  IdMap<std::vector<uint64_t>> stacks_;
+  IdMap<uint32_t> stack_index_;  // file stack id -> profile stack
+  IdMap<size_t> buffers_;
   std::vector<RawSample> raw_;
   struct OpenSpans {
     std::vector<OpenSpan> steps, waits, stages;
@@ -346,17 +349,16 @@ class FileDecoder {
 
 uint32_t FileDecoder::StackIndex(uint32_t stack) {
   if (stack == 0) return 0;
-  auto cached = stack_index_.find(stack);
-  if (cached != stack_index_.end()) return cached->second;
-  auto it = stacks_.find(stack);
-  if (it == stacks_.end()) {
+  if (const uint32_t* cached = stack_index_.Find(stack)) return *cached;
+  const std::vector<uint64_t>* pcs = stacks_.Find(stack);
+  if (pcs == nullptr) {
     ++unknown_ids_;
     return 0;
   }
   const auto& maps = proc().mappings;
   std::vector<uint32_t> locs;
-  locs.reserve(it->second.size());
-  for (uint64_t pc : it->second) {
+  locs.reserve(pcs->size());
+  for (uint64_t pc : *pcs) {
     Location loc;
     loc.address = pc;
     // The newest mapping that covers the address wins (a library reloaded).
@@ -371,7 +373,7 @@ uint32_t FileDecoder::StackIndex(uint32_t stack) {
     locs.push_back(p_->InternLocation(loc));
   }
   uint32_t index = p_->InternStack(locs);
-  stack_index_[stack] = index;
+  stack_index_.Set(stack, index);
   return index;
 }
 
@@ -434,43 +436,98 @@ void FileDecoder::Finish() {
   }
 }
 
+// Records (CPU samples, wall ticks) a file's chunks declare, from their
+// headers and counts alone (no checksums): a capacity hint, so that 2 million
+// samples are not copied as their vector grows. Damage only makes it low;
+// each record takes at least 5 bytes, so a hostile count cannot make it
+// larger than the file allows.
+struct RecordCounts {
+  uint64_t cpu = 0, wall = 0;
+};
+
+RecordCounts CountRecords(const std::string& data) {
+  RecordCounts c;
+  const auto* base = reinterpret_cast<const uint8_t*>(data.data());
+  const size_t size = data.size();
+  size_t off = DLPROF_FILE_HEADER_SIZE;
+  while (off <= size && size - off >= DLPROF_CHUNK_HEADER_SIZE) {
+    const uint32_t type = U32At(base, off + 4), len = U32At(base, off + 8);
+    if (U32At(base, off) != DLPROF_CHUNK_MAGIC || size - off - DLPROF_CHUNK_HEADER_SIZE < len) break;
+    const uint8_t* b = base + off + DLPROF_CHUNK_HEADER_SIZE;
+    const uint8_t* e = b + len;
+    uint64_t time, n;
+    if ((type == DLPROF_CHUNK_SAMPLES || type == DLPROF_CHUNK_WALL) && GetVarint(&b, e, &time) &&
+        GetVarint(&b, e, &n)) {
+      n = std::min<uint64_t>(n, static_cast<uint64_t>(e - b) / 5);
+      (type == DLPROF_CHUNK_SAMPLES ? c.cpu : c.wall) += n;
+    }
+    off += DLPROF_CHUNK_HEADER_SIZE + len;
+  }
+  return c;
+}
+
+// Room for `more` samples: geometric growth as push_back would do, so that
+// reading file after file does not copy the samples once per file.
+void ReserveSamples(Profile* p, uint64_t more) {
+  const size_t need = p->samples.size() + more;
+  if (need > p->samples.capacity()) p->samples.reserve(std::max(need, 2 * p->samples.capacity()));
+}
+
 }  // namespace
 
 bool ReadDlprofFile(const std::string& path, Profile* profile, std::string* error) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    *error = path + ": cannot open: " + strerror(errno);
-    return false;
-  }
-  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string data;
+  if (!ReadWholeFile(path, &data, error)) return false;
   return ReadDlprofBuffer(data, path, profile, error);
+}
+
+void ReadDlprofFiles(const std::vector<std::string>& paths, Profile* profile,
+                     std::vector<std::string>* errors) {
+  std::vector<std::string> data(paths.size()), error(paths.size());
+  std::vector<bool> read(paths.size());
+  size_t records = 0;
+  for (size_t i = 0; i < paths.size(); ++i) {
+    read[i] = ReadWholeFile(paths[i], &data[i], &error[i]);
+    const RecordCounts n = CountRecords(data[i]);
+    records += n.cpu + n.wall;
+  }
+  profile->samples.reserve(profile->samples.size() + records);
+  for (size_t i = 0; i < paths.size(); ++i) {
+    if (!read[i] || !ReadDlprofBuffer(data[i], paths[i], profile, &error[i])) {
+      errors->push_back(error[i]);
+    }
+    std::string().swap(data[i]);  // decoded: give its memory back
+  }
 }
 
 bool ReadDlprofBuffer(const std::string& data, const std::string& path, Profile* profile,
                       std::string* error) {
-  if (data.size() < DLPROF_FILE_HEADER_SIZE || memcmp(data.data(), DLPROF_FILE_MAGIC, 8) != 0) {
+  const auto* base = reinterpret_cast<const uint8_t*>(data.data());
+  const size_t size = data.size();
+  if (size < DLPROF_FILE_HEADER_SIZE || memcmp(base, DLPROF_FILE_MAGIC, 8) != 0) {
     *error = path + ": offset 0: not a .dlprof file (bad magic)";
     return false;
   }
-  uint32_t version = U32At(data, 8);
+  uint32_t version = U32At(base, 8);
   if (version != DLPROF_FORMAT_VERSION) {
     *error = path + ": offset 8: unsupported format version " + std::to_string(version);
     return false;
   }
-  FileDecoder dec(path, profile);
+  const RecordCounts counts = CountRecords(data);
+  ReserveSamples(profile, counts.cpu + counts.wall);
+  FileDecoder dec(path, profile, counts.cpu);
   size_t off = DLPROF_FILE_HEADER_SIZE;
-  const auto* base = reinterpret_cast<const uint8_t*>(data.data());
   bool resyncing = false;
-  while (off < data.size()) {
-    if (data.size() - off < DLPROF_CHUNK_HEADER_SIZE) {
+  while (off < size) {
+    if (size - off < DLPROF_CHUNK_HEADER_SIZE) {
       dec.Warn(off, "file ends inside a chunk header (truncated); " +
-                        std::to_string(data.size() - off) + " bytes ignored");
+                        std::to_string(size - off) + " bytes ignored");
       break;
     }
-    uint32_t magic = U32At(data, off), type = U32At(data, off + 4), len = U32At(data, off + 8),
-             crc = U32At(data, off + 12);
+    uint32_t magic = U32At(base, off), type = U32At(base, off + 4), len = U32At(base, off + 8),
+             crc = U32At(base, off + 12);
     bool ok = magic == DLPROF_CHUNK_MAGIC && len <= DLPROF_MAX_CHUNK_PAYLOAD;
-    if (ok && data.size() - off - DLPROF_CHUNK_HEADER_SIZE < len) {
+    if (ok && size - off - DLPROF_CHUNK_HEADER_SIZE < len) {
       if (!resyncing) {
         dec.Warn(off, "chunk of " + std::to_string(len) + " bytes cut short by the end of the "
                       "file (truncated); its records are lost");

@@ -15,6 +15,12 @@ namespace dlprof {
 // file cannot be read at all or is not a .dlprof file.
 bool ReadDlprofFile(const std::string& path, Profile* profile, std::string* error);
 
+// The same for the files of one run, in order. Every file is read before any
+// is decoded, so that Profile::samples is sized once for all of them. A file
+// that cannot be read, or is not a .dlprof file, adds its error to *errors.
+void ReadDlprofFiles(const std::vector<std::string>& paths, Profile* profile,
+                     std::vector<std::string>* errors);
+
 // The same for a file's bytes already in memory; `path` only names them in
 // warnings and in Process::file. (The fuzz targets call this.)
 bool ReadDlprofBuffer(const std::string& data, const std::string& path, Profile* profile,

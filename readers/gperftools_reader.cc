@@ -1,17 +1,15 @@
 #include "readers/gperftools_reader.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <sstream>
 #include <stdexcept>
 #include <unordered_map>
 #include <vector>
 
+#include "readers/file_bytes.h"
 #include "readers/symbolizer.h"
 
 namespace dlprof {
@@ -97,10 +95,8 @@ bool LooksLikeGperftoolsProfile(const std::string& bytes) {
 }
 
 void ReadGperftools(const std::string& path, Profile* profile) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path + ": cannot open: " + std::strerror(errno));
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw std::runtime_error(path + ": read error");
+  std::string bytes, error;
+  if (!ReadWholeFile(path, &bytes, &error)) throw std::runtime_error(error);
   ReadGperftoolsBuffer(bytes, path, profile);
 }
 

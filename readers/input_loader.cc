@@ -45,9 +45,7 @@ void LoadInputs(const std::vector<std::string>& paths, Profile* profile) {
       case InputKind::kRunFolder: {
         std::vector<std::string> files = ListRunFiles(path, &error);
         if (files.empty()) throw std::runtime_error(error);
-        for (const std::string& f : files) {
-          if (!ReadDlprofFile(f, profile, &error)) profile->warnings.push_back(error);
-        }
+        ReadDlprofFiles(files, profile, &profile->warnings);
         break;
       }
       case InputKind::kDlprof:

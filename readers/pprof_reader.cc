@@ -3,16 +3,15 @@
 #include <zlib.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <map>
 #include <stdexcept>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include "readers/file_bytes.h"
 
 namespace dlprof {
 namespace {
@@ -410,10 +409,8 @@ bool SplitStageParts(const std::string& parts, Profile* profile, std::vector<uin
 }  // namespace
 
 void ReadPprof(const std::string& path, Profile* profile) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path + ": cannot open: " + std::strerror(errno));
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw std::runtime_error(path + ": read error");
+  std::string bytes, error;
+  if (!ReadWholeFile(path, &bytes, &error)) throw std::runtime_error(error);
   ReadPprofBuffer(std::move(bytes), path, profile);
 }
 
