@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "reports/dense_index.h"
 #include "reports/pprof_wire.h"
 #include "reports/utf8.h"
 
@@ -129,18 +130,15 @@ struct SampleKey {
 };
 
 struct SampleKeyHash {
-  size_t operator()(const SampleKey& k) const {
-    uint64_t h = k.process;
-    for (uint64_t v : {uint64_t{k.tid}, uint64_t{k.stack}, uint64_t{k.stage_path},
-                       uint64_t{k.on_cpu}, uint64_t(k.kind)}) {
-      h = (h ^ v) * 0x100000001b3ULL;
-    }
-    return static_cast<size_t>(h);
+  uint64_t operator()(const SampleKey& k) const {
+    const uint64_t who = uint64_t{k.process} << 32 | k.tid;
+    const uint64_t what = uint64_t{k.stack} << 32 | k.stage_path;
+    const uint64_t how = uint64_t{k.on_cpu} << 1 | static_cast<uint64_t>(k.kind);
+    return MixBits(who ^ MixBits(what ^ MixBits(how)));
   }
 };
 
 struct SampleSum {
-  SampleKey key;
   int64_t count = 0, cpu_ns = 0, wall_ns = 0;
 };
 
@@ -262,13 +260,14 @@ std::string EncodePprof(const Profile& p) {
   }
 
   // Samples, summed per key in order of first appearance (stable output).
-  std::unordered_map<SampleKey, size_t, SampleKeyHash> sum_index;
+  DenseIndex<SampleKey, SampleKeyHash> sum_index;
   std::vector<SampleSum> sums;
   for (const Sample& s : p.samples) {
-    SampleKey key{s.process, s.tid, s.stack, s.stage_path, s.on_cpu, s.kind};
-    auto [it, added] = sum_index.emplace(key, sums.size());
-    if (added) sums.push_back(SampleSum{key});
-    SampleSum& sum = sums[it->second];
+    bool added;
+    const uint32_t i =
+        sum_index.Intern({s.process, s.tid, s.stack, s.stage_path, s.on_cpu, s.kind}, &added);
+    if (added) sums.emplace_back();
+    SampleSum& sum = sums[i];
     sum.count += s.count;
     // A wall tick's cpu_ns is time the CPU samples already count.
     if (s.kind == SampleKind::kCpu) sum.cpu_ns += s.cpu_ns;
@@ -279,8 +278,9 @@ std::string EncodePprof(const Profile& p) {
                 k_cpu = st.Intern("cpu"), k_host = st.Intern("host"), v_on = st.Intern("on"),
                 v_off = st.Intern("off");
   std::vector<uint64_t> ids;
-  for (const SampleSum& sum : sums) {
-    const SampleKey& k = sum.key;
+  for (size_t i = 0; i < sums.size(); ++i) {
+    const SampleSum& sum = sums[i];
+    const SampleKey& k = sum_index.keys()[i];
     size_t t = samples.BeginMessage(field::kSample);
     ids.clear();
     if (k.stack < p.stacks.size()) {
