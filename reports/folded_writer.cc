@@ -1,8 +1,10 @@
 // stacks.folded: the collapsed-stack format of flamegraph.pl and speedscope,
 // "root;...;leaf count" per line, with the stage path as the root frames.
-#include <map>
-#include <unordered_map>
+#include <algorithm>
+#include <utility>
+#include <vector>
 
+#include "reports/dense_index.h"
 #include "reports/report_writer.h"
 #include "reports/utf8.h"
 
@@ -55,29 +57,50 @@ class FoldedWriter : public ReportWriter {
   std::string file_name() const override { return "stacks.folded"; }
   std::string Render(const Profile& p, const Analysis&) const override {
     // Sum per (stage path, stack) first: far fewer pairs than samples.
-    std::unordered_map<uint64_t, int64_t> counts;
+    DenseIndex<uint64_t, U64Hash> pairs;
+    std::vector<int64_t> counts;
     for (const Sample& s : p.samples) {
       if (s.kind != SampleKind::kCpu || s.count <= 0) continue;
-      counts[static_cast<uint64_t>(s.stage_path) << 32 | s.stack] += s.count;
+      bool added;
+      const uint32_t i = pairs.Intern(static_cast<uint64_t>(s.stage_path) << 32 | s.stack, &added);
+      if (added) counts.push_back(0);
+      counts[i] += s.count;
     }
-    std::map<std::string, int64_t> folded;
-    for (const auto& [pair, count] : counts) {
-      Sample s;
-      s.stage_path = static_cast<uint32_t>(pair >> 32);
-      s.stack = static_cast<uint32_t>(pair);
+    // One line per pair, then sorted; pairs that fold to the same text (two
+    // addresses in one function) become one line with their counts summed.
+    std::vector<std::pair<std::string, int64_t>> lines;
+    lines.reserve(pairs.size());
+    for (size_t i = 0; i < pairs.size(); ++i) {
+      const uint32_t stage_path = static_cast<uint32_t>(pairs.keys()[i] >> 32);
+      const uint32_t stack_id = static_cast<uint32_t>(pairs.keys()[i]);
       std::string line;
-      for (uint32_t st : p.stage_paths[s.stage_path]) {
-        line += "[stage " + CleanFrame(p.stages[st]) + "];";
+      for (uint32_t st : p.stage_paths[stage_path]) {
+        line += "[stage ";
+        line += CleanFrame(p.stages[st]);
+        line += "];";
       }
-      const auto& stack = p.stacks[s.stack];
+      const auto& stack = p.stacks[stack_id];
       for (auto it = stack.rbegin(); it != stack.rend(); ++it) line += Fragment(p, *it);  // root first
       if (line.empty()) line = "[unknown];";
       line.pop_back();
-      folded[line] += count;
+      lines.emplace_back(std::move(line), counts[i]);
     }
     fragments_.clear();
+    std::sort(lines.begin(), lines.end());
     std::string out;
-    for (const auto& [stack, count] : folded) out += stack + " " + std::to_string(count) + "\n";
+    size_t bytes = 0;
+    for (const auto& line : lines) bytes += line.first.size() + 22;  // " count\n"
+    out.reserve(bytes);
+    for (size_t i = 0; i < lines.size();) {
+      int64_t count = 0;
+      size_t j = i;
+      for (; j < lines.size() && lines[j].first == lines[i].first; ++j) count += lines[j].second;
+      out += lines[i].first;
+      out += ' ';
+      out += std::to_string(count);
+      out += '\n';
+      i = j;
+    }
     return out;
   }
 
