@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "reports/json_text.h"
 #include "reports/report_writer.h"
 
 namespace dlprof {
@@ -23,8 +24,12 @@ constexpr int64_t kSyntheticTidBase = 1000000000;
 
 struct Span {
   int64_t begin_ns = 0, end_ns = 0;
-  std::string name, cat;
-  json args;
+  std::string name;
+  const char* cat = "";
+  // What "args" holds: {"samples":arg,"source":"samples"}, {"source":"events"},
+  // {"step":arg}, or nothing.
+  enum class Args : uint8_t { kNone, kSamples, kEvents, kStep } args = Args::kNone;
+  int64_t arg = 0;
 };
 
 struct Track {
@@ -34,12 +39,19 @@ struct Track {
   std::vector<Span> spans;
 };
 
+// An event and its JSON text, rendered when it is made: 100k json objects
+// would hold an allocation per member until the end.
 struct Event {
   double ts = 0;  // µs from the origin
   int order = 0;  // ties: longer spans first so that viewers nest them
   double dur = 0;
-  json j;
+  std::string text;
 };
+
+std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+// A metadata ("M") event: few per track, so built as a json value.
+Event Meta(const json& j) { return {0, 0, 0, Dump(j)}; }
 
 double Us(int64_t ns) { return static_cast<double>(ns) / 1000.0; }
 
@@ -98,7 +110,8 @@ void SpansFromSamples(const Profile& p, std::vector<const Sample*> samples, Trac
         s.end_ns = at;
         s.name = p.stages[o.stage];
         s.cat = "stage";
-        s.args = {{"source", "samples"}, {"samples", o.samples}};
+        s.args = Span::Args::kSamples;
+        s.arg = o.samples;
         track->spans.push_back(std::move(s));
       }
       open.pop_back();
@@ -185,7 +198,7 @@ class TraceWriter : public ReportWriter {
         s.end_ns = iv.end_ns;
         s.name = iv.stage < p.stages.size() ? p.stages[iv.stage] : "?";
         s.cat = "stage";
-        s.args = {{"source", "events"}};
+        s.args = Span::Args::kEvents;
         track(iv.process, iv.tid, 0).spans.push_back(std::move(s));
       }
     }
@@ -219,7 +232,8 @@ class TraceWriter : public ReportWriter {
         int n = ++step_number[{iv->process, iv->tid}];
         s.name = "step " + std::to_string(n);
         s.cat = "step";
-        s.args = {{"step", n}};
+        s.args = Span::Args::kStep;
+        s.arg = n;
       } else {
         s.name = "data wait";
         s.cat = "wait";
@@ -240,36 +254,27 @@ class TraceWriter : public ReportWriter {
       std::string name = label + " (pid " + std::to_string(proc.pid) + ")";
       if (!proc.command.empty()) name += " " + proc.command;
       if (!proc.host.empty()) name += " @" + proc.host;
-      meta.push_back(
-          {0,
-           0,
-           0,
-           {{"name", "process_name"},
-            {"ph", "M"},
-            {"ts", 0},
-            {"pid", pid},
-            {"tid", 0},
-            {"args",
-             {{"name", name}, {"role", proc.role}, {"worker", proc.worker}, {"pid", proc.pid}}}}});
-      meta.push_back({0,
-                      0,
-                      0,
-                      {{"name", "process_labels"},
-                       {"ph", "M"},
-                       {"ts", 0},
-                       {"pid", pid},
-                       {"tid", 0},
-                       {"args", {{"labels", "role=" + proc.role}}}}});
+      meta.push_back(Meta(
+          {{"name", "process_name"},
+           {"ph", "M"},
+           {"ts", 0},
+           {"pid", pid},
+           {"tid", 0},
+           {"args",
+            {{"name", name}, {"role", proc.role}, {"worker", proc.worker}, {"pid", proc.pid}}}}));
+      meta.push_back(Meta({{"name", "process_labels"},
+                           {"ph", "M"},
+                           {"ts", 0},
+                           {"pid", pid},
+                           {"tid", 0},
+                           {"args", {{"labels", "role=" + proc.role}}}}));
       const int64_t sort = proc.role == "main" ? 0 : 1 + std::max(proc.worker, -1) + 1;
-      meta.push_back({0,
-                      0,
-                      0,
-                      {{"name", "process_sort_index"},
-                       {"ph", "M"},
-                       {"ts", 0},
-                       {"pid", pid},
-                       {"tid", 0},
-                       {"args", {{"sort_index", sort}}}}});
+      meta.push_back(Meta({{"name", "process_sort_index"},
+                           {"ph", "M"},
+                           {"ts", 0},
+                           {"pid", pid},
+                           {"tid", 0},
+                           {"args", {{"sort_index", sort}}}}));
       for (auto& [key, t] : tracks[i]) {
         const bool steps = key.second == 1;
         t.tid = steps ? synthetic++ : key.first;
@@ -282,19 +287,25 @@ class TraceWriter : public ReportWriter {
       if (b.process >= p.processes.size()) continue;
       std::string name = "buffer " + b.name;
       if (b.capacity > 0) name += " (capacity " + std::to_string(b.capacity) + ")";
+      // The members after "args" are the same for every snapshot.
+      std::string tail = "},\"cat\":\"buffer\",\"name\":";
+      AppendJsonString(&tail, name);
+      tail += ",\"ph\":\"C\",\"pid\":";
+      AppendJsonInt(&tail, trace_pid[b.process]);
+      tail += ",\"tid\":";
+      AppendJsonInt(&tail, trace_pid[b.process]);
+      tail += ",\"ts\":";
       std::vector<BufferSnapshot> snaps = b.snapshots;
       std::stable_sort(snaps.begin(), snaps.end(),
                        [](const auto& x, const auto& y) { return x.time_ns < y.time_ns; });
       for (const BufferSnapshot& s : snaps) {
         Event e;
         e.ts = Us(s.time_ns - origin);
-        e.j = {{"name", name},
-               {"cat", "buffer"},
-               {"ph", "C"},
-               {"ts", e.ts},
-               {"pid", trace_pid[b.process]},
-               {"tid", trace_pid[b.process]},
-               {"args", {{"size", s.size}}}};
+        e.text = "{\"args\":{\"size\":";
+        AppendJsonUint(&e.text, s.size);
+        e.text += tail;
+        AppendJsonDouble(&e.text, e.ts);
+        e.text += '}';
         events.push_back(std::move(e));
       }
     }
@@ -307,12 +318,17 @@ class TraceWriter : public ReportWriter {
 
     // Streamed rather than one json value: big profiles have millions of events.
     std::string out = "{\"traceEvents\":[\n";
+    size_t bytes = out.size() + 512;
+    for (const std::vector<Event>* list : {&meta, &events}) {
+      for (const Event& e : *list) bytes += e.text.size() + 2;
+    }
+    out.reserve(bytes);
     bool first = true;
     for (const std::vector<Event>* list : {&meta, &events}) {
       for (const Event& e : *list) {
         if (!first) out += ",\n";
         first = false;
-        out += e.j.dump(-1, ' ', false, json::error_handler_t::replace);
+        out += e.text;
       }
     }
     json other = {{"generator", "dlprof"},
@@ -322,7 +338,7 @@ class TraceWriter : public ReportWriter {
                   {"bottleneck_stage", a.verdict.bottleneck_stage},
                   {"short_stage_spans_left_out", spans_dropped}};
     out += "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":";
-    out += other.dump(-1, ' ', false, json::error_handler_t::replace);
+    out += Dump(other);
     out += "}\n";
     return out;
   }
@@ -360,25 +376,19 @@ class TraceWriter : public ReportWriter {
     auto name_lane = [&](const Lane& lane, size_t index) {
       std::string name = t->name;
       if (index > 0) name += " (overlapping " + std::to_string(index) + ")";
-      meta->push_back({0,
-                       0,
-                       0,
-                       {{"name", "thread_name"},
-                        {"ph", "M"},
-                        {"ts", 0},
-                        {"pid", pid},
-                        {"tid", lane.tid},
-                        {"args", {{"name", name}}}}});
-      meta->push_back(
-          {0,
-           0,
-           0,
-           {{"name", "thread_sort_index"},
-            {"ph", "M"},
-            {"ts", 0},
-            {"pid", pid},
-            {"tid", lane.tid},
-            {"args", {{"sort_index", t->sort_index * 16 + static_cast<int64_t>(index)}}}}});
+      meta->push_back(Meta({{"name", "thread_name"},
+                            {"ph", "M"},
+                            {"ts", 0},
+                            {"pid", pid},
+                            {"tid", lane.tid},
+                            {"args", {{"name", name}}}}));
+      meta->push_back(Meta(
+          {{"name", "thread_sort_index"},
+           {"ph", "M"},
+           {"ts", 0},
+           {"pid", pid},
+           {"tid", lane.tid},
+           {"args", {{"sort_index", t->sort_index * 16 + static_cast<int64_t>(index)}}}}));
     };
     lanes.push_back({t->tid, {}});
     name_lane(lanes[0], 0);
@@ -399,14 +409,36 @@ class TraceWriter : public ReportWriter {
       e.ts = Us(s.begin_ns - origin);
       e.dur = Us(s.end_ns - s.begin_ns);
       e.order = order++;
-      e.j = {{"name", std::move(s.name)},
-             {"cat", s.cat},
-             {"ph", "X"},
-             {"ts", e.ts},
-             {"dur", e.dur},
-             {"pid", pid},
-             {"tid", lanes[l].tid}};
-      if (!s.args.is_null()) e.j["args"] = std::move(s.args);
+      // Members in the order json's sorted keys put them.
+      std::string& j = e.text;
+      j += '{';
+      switch (s.args) {
+        case Span::Args::kNone: break;
+        case Span::Args::kSamples:
+          j += "\"args\":{\"samples\":";
+          AppendJsonInt(&j, s.arg);
+          j += ",\"source\":\"samples\"},";
+          break;
+        case Span::Args::kEvents: j += "\"args\":{\"source\":\"events\"},"; break;
+        case Span::Args::kStep:
+          j += "\"args\":{\"step\":";
+          AppendJsonInt(&j, s.arg);
+          j += "},";
+          break;
+      }
+      j += "\"cat\":";
+      AppendJsonString(&j, s.cat);
+      j += ",\"dur\":";
+      AppendJsonDouble(&j, e.dur);
+      j += ",\"name\":";
+      AppendJsonString(&j, s.name);
+      j += ",\"ph\":\"X\",\"pid\":";
+      AppendJsonInt(&j, pid);
+      j += ",\"tid\":";
+      AppendJsonInt(&j, lanes[l].tid);
+      j += ",\"ts\":";
+      AppendJsonDouble(&j, e.ts);
+      j += '}';
       events->push_back(std::move(e));
     }
   }
