@@ -15,6 +15,7 @@
 #include <unordered_map>
 
 #include "reports/analysis_json.h"
+#include "reports/dense_index.h"
 #include "reports/report_writer.h"
 
 namespace dlprof {
@@ -58,10 +59,11 @@ class FlameTree {
 
   // The same, for a name already interned with Name(): no string hashing.
   uint32_t ChildById(uint32_t parent, uint32_t id, int kind) {
-    uint64_t key = (static_cast<uint64_t>(parent) << 32) | id;
-    auto [it, inserted] = index_.try_emplace(key, static_cast<uint32_t>(nodes_.size()));
-    if (inserted) nodes_.push_back({parent, id, kind, {}});
-    return it->second;
+    bool added;
+    // Node 0 is the root; every other node is the child one key made.
+    const uint32_t node = 1 + index_.Intern((static_cast<uint64_t>(parent) << 32) | id, &added);
+    if (added) nodes_.push_back({parent, id, kind, {}});
+    return node;
   }
 
   void AddSelf(uint32_t node, uint32_t process, int64_t value) {
@@ -154,7 +156,7 @@ class FlameTree {
     std::vector<std::pair<uint32_t, int64_t>> self;  // process -> value
   };
   std::vector<Node> nodes_;
-  std::unordered_map<uint64_t, uint32_t> index_;
+  DenseIndex<uint64_t, U64Hash> index_;  // (parent, name) -> node - 1
   std::vector<std::string> names_;
   std::unordered_map<std::string, uint32_t> name_ids_;
 };
@@ -221,7 +223,8 @@ json FlameJson(const Profile& p) {
   FrameNames cpu_names(p, &cpu), wall_names(p, &wall);
   // Millions of samples share a few thousand (stage path, stack) pairs: walk
   // each pair's frames once and remember its leaf node.
-  std::unordered_map<uint64_t, uint32_t> cpu_leaf, wall_leaf;
+  DenseIndex<uint64_t, U64Hash> cpu_pairs, wall_pairs;
+  std::vector<uint32_t> cpu_leaf, wall_leaf;  // by pair
   auto key = [](const Sample& s, bool on_cpu) {
     return (static_cast<uint64_t>(s.stage_path) << 33) | (static_cast<uint64_t>(s.stack) << 1) |
            (on_cpu ? 1 : 0);
@@ -230,27 +233,29 @@ json FlameJson(const Profile& p) {
     if (s.process >= p.processes.size()) continue;
     if (s.kind == SampleKind::kCpu) {
       if (s.count <= 0) continue;
-      auto [it, added] = cpu_leaf.try_emplace(key(s, true), 0);
+      bool added;
+      const uint32_t pair = cpu_pairs.Intern(key(s, true), &added);
       if (added) {
         uint32_t node = AddPath(p, s, &cpu, &cpu_names);
         if (node == 0 || (s.stack < p.stacks.size() && p.stacks[s.stack].empty())) {
           node = cpu.Child(node, "[no stack]", kPseudo);
         }
-        it->second = node;
+        cpu_leaf.push_back(node);
       }
-      cpu.AddSelf(it->second, s.process, s.count);
+      cpu.AddSelf(cpu_leaf[pair], s.process, s.count);
     } else if (s.wall_ns > 0) {
       // Wall ticks: where the threads' time goes, on and off CPU, in µs.
-      auto [it, added] = wall_leaf.try_emplace(key(s, s.on_cpu), 0);
+      bool added;
+      const uint32_t pair = wall_pairs.Intern(key(s, s.on_cpu), &added);
       if (added) {
         uint32_t node = AddPath(p, s, &wall, &wall_names);
         // The runtime's pseudo frame ("[off-cpu: read]") says where, when it has one.
         if (s.stack >= p.stacks.size() || p.stacks[s.stack].empty()) {
           node = wall.Child(node, s.on_cpu ? "[on-cpu]" : "[off-cpu]", kPseudo);
         }
-        it->second = node;
+        wall_leaf.push_back(node);
       }
-      wall.AddSelf(it->second, s.process, std::max<int64_t>(1, s.wall_ns / 1000));
+      wall.AddSelf(wall_leaf[pair], s.process, std::max<int64_t>(1, s.wall_ns / 1000));
     }
   }
   json views = json::array();
