@@ -58,9 +58,12 @@ struct OpenSpan {
 // Decodes one file's chunks; ids are the file's own until Finish() maps them.
 class FileDecoder {
  public:
-  // `cpu_samples`: how many CPU samples the file declares (a capacity hint).
-  FileDecoder(const std::string& path, Profile* profile, uint64_t cpu_samples)
-      : path_(path), p_(profile) {
+  // `raw`: scratch for the CPU samples until Finish(), reused file after file
+  // (its pages stay mapped); `cpu_samples`: how many the file declares.
+  FileDecoder(const std::string& path, Profile* profile, std::vector<RawSample>* raw,
+              uint64_t cpu_samples)
+      : path_(path), p_(profile), raw_(*raw) {
+    raw_.clear();
     raw_.reserve(cpu_samples);
     proc_index_ = static_cast<uint32_t>(p_->processes.size());
     p_->processes.emplace_back();
@@ -339,7 +342,7 @@ class FileDecoder {
   IdMap<std::vector<uint64_t>> stacks_;
   IdMap<uint32_t> stack_index_;  // file stack id -> profile stack
   IdMap<size_t> buffers_;
-  std::vector<RawSample> raw_;
+  std::vector<RawSample>& raw_;
   struct OpenSpans {
     std::vector<OpenSpan> steps, waits, stages;
   };
@@ -466,42 +469,9 @@ RecordCounts CountRecords(const std::string& data) {
   return c;
 }
 
-// Room for `more` samples: geometric growth as push_back would do, so that
-// reading file after file does not copy the samples once per file.
-void ReserveSamples(Profile* p, uint64_t more) {
-  const size_t need = p->samples.size() + more;
-  if (need > p->samples.capacity()) p->samples.reserve(std::max(need, 2 * p->samples.capacity()));
-}
-
-}  // namespace
-
-bool ReadDlprofFile(const std::string& path, Profile* profile, std::string* error) {
-  std::string data;
-  if (!ReadWholeFile(path, &data, error)) return false;
-  return ReadDlprofBuffer(data, path, profile, error);
-}
-
-void ReadDlprofFiles(const std::vector<std::string>& paths, Profile* profile,
-                     std::vector<std::string>* errors) {
-  std::vector<std::string> data(paths.size()), error(paths.size());
-  std::vector<bool> read(paths.size());
-  size_t records = 0;
-  for (size_t i = 0; i < paths.size(); ++i) {
-    read[i] = ReadWholeFile(paths[i], &data[i], &error[i]);
-    const RecordCounts n = CountRecords(data[i]);
-    records += n.cpu + n.wall;
-  }
-  profile->samples.reserve(profile->samples.size() + records);
-  for (size_t i = 0; i < paths.size(); ++i) {
-    if (!read[i] || !ReadDlprofBuffer(data[i], paths[i], profile, &error[i])) {
-      errors->push_back(error[i]);
-    }
-    std::string().swap(data[i]);  // decoded: give its memory back
-  }
-}
-
-bool ReadDlprofBuffer(const std::string& data, const std::string& path, Profile* profile,
-                      std::string* error) {
+// ReadDlprofBuffer, with the caller's scratch for the raw CPU samples.
+bool Decode(const std::string& data, const std::string& path, Profile* profile,
+            std::string* error, std::vector<RawSample>* raw) {
   const auto* base = reinterpret_cast<const uint8_t*>(data.data());
   const size_t size = data.size();
   if (size < DLPROF_FILE_HEADER_SIZE || memcmp(base, DLPROF_FILE_MAGIC, 8) != 0) {
@@ -514,8 +484,8 @@ bool ReadDlprofBuffer(const std::string& data, const std::string& path, Profile*
     return false;
   }
   const RecordCounts counts = CountRecords(data);
-  ReserveSamples(profile, counts.cpu + counts.wall);
-  FileDecoder dec(path, profile, counts.cpu);
+  profile->ReserveSamples(counts.cpu + counts.wall);
+  FileDecoder dec(path, profile, raw, counts.cpu);
   size_t off = DLPROF_FILE_HEADER_SIZE;
   bool resyncing = false;
   while (off < size) {
@@ -552,6 +522,42 @@ bool ReadDlprofBuffer(const std::string& data, const std::string& path, Profile*
   }
   dec.Finish();
   return true;
+}
+
+}  // namespace
+
+bool ReadDlprofFile(const std::string& path, Profile* profile, std::string* error) {
+  std::string data;
+  if (!ReadWholeFile(path, &data, error)) return false;
+  return ReadDlprofBuffer(data, path, profile, error);
+}
+
+bool ReadDlprofBuffer(const std::string& data, const std::string& path, Profile* profile,
+                      std::string* error) {
+  std::vector<RawSample> raw;
+  return Decode(data, path, profile, error, &raw);
+}
+
+void ReadDlprofFiles(const std::vector<std::string>& paths, Profile* profile,
+                     std::vector<std::string>* errors) {
+  // Each file is read twice: once to count its records, once to decode it,
+  // through one buffer. Reading from the page cache costs less here than
+  // first-touching a second copy of every file (page faults are dear on VMs).
+  std::string data, error;
+  size_t records = 0;
+  for (const std::string& path : paths) {
+    if (ReadWholeFile(path, &data, &error)) {
+      const RecordCounts n = CountRecords(data);
+      records += n.cpu + n.wall;
+    }
+  }
+  profile->ReserveSamples(records);
+  std::vector<RawSample> raw;
+  for (const std::string& path : paths) {
+    if (!ReadWholeFile(path, &data, &error) || !Decode(data, path, profile, &error, &raw)) {
+      errors->push_back(error);
+    }
+  }
 }
 
 std::vector<std::string> ListRunFiles(const std::string& dir, std::string* error) {

@@ -1,7 +1,21 @@
 #include "readers/profile.h"
 
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstdint>
+
 namespace dlprof {
 namespace {
+
+// Advice, not a promise: only whole 2 MiB-aligned pages inside the block
+// qualify, and the kernel may say no (THP off) or have none free.
+void AdviseHugePages(void* p, size_t bytes) {
+  constexpr uintptr_t kHugePage = uintptr_t{2} << 20;
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + kHugePage - 1) & ~(kHugePage - 1);
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes) & ~(kHugePage - 1);
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+}
 
 // A byte key for a vector of ids; the maps hold at most one per distinct value.
 std::string KeyOf(const std::vector<uint32_t>& ids) {
@@ -9,6 +23,13 @@ std::string KeyOf(const std::vector<uint32_t>& ids) {
 }
 
 }  // namespace
+
+void Profile::ReserveSamples(size_t more) {
+  const size_t need = samples.size() + more;
+  if (need <= samples.capacity()) return;
+  samples.reserve(std::max(need, 2 * samples.capacity()));
+  AdviseHugePages(samples.data(), samples.capacity() * sizeof(Sample));
+}
 
 uint32_t Profile::InternStage(const std::string& name) {
   if (name.empty()) return 0;
