@@ -439,11 +439,11 @@ void FileDecoder::Finish() {
   }
 }
 
-// Records (CPU samples, wall ticks) a file's chunks declare, from their
-// headers and counts alone (no checksums): a capacity hint, so that 2 million
-// samples are not copied as their vector grows. Damage only makes it low;
-// each record takes at least 5 bytes, so a hostile count cannot make it
-// larger than the file allows.
+// Records (CPU samples; wall ticks or runs of them, one sample each) a file's
+// chunks declare, from their headers and counts alone (no checksums): a
+// capacity hint, so that 2 million samples are not copied as their vector
+// grows. Damage only makes it low; each record takes at least 5 bytes, so a
+// hostile count cannot make it larger than the file allows.
 struct RecordCounts {
   uint64_t cpu = 0, wall = 0;
 };
@@ -459,8 +459,9 @@ RecordCounts CountRecords(const std::string& data) {
     const uint8_t* b = base + off + DLPROF_CHUNK_HEADER_SIZE;
     const uint8_t* e = b + len;
     uint64_t time, n;
-    if ((type == DLPROF_CHUNK_SAMPLES || type == DLPROF_CHUNK_WALL) && GetVarint(&b, e, &time) &&
-        GetVarint(&b, e, &n)) {
+    const bool records = type == DLPROF_CHUNK_SAMPLES || type == DLPROF_CHUNK_WALL ||
+                         type == DLPROF_CHUNK_WALL_RUNS;
+    if (records && GetVarint(&b, e, &time) && GetVarint(&b, e, &n)) {
       n = std::min<uint64_t>(n, static_cast<uint64_t>(e - b) / 5);
       (type == DLPROF_CHUNK_SAMPLES ? c.cpu : c.wall) += n;
     }
