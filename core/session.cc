@@ -31,6 +31,14 @@
 #include "core/signal_handler.h"
 #include "core/signals.h"
 
+// libdlprof's own pthread_create (the interposer at the bottom of this file),
+// by an address no other definition can interpose: hidden, so it is bound
+// here and not looked up (unlike &pthread_create, which is the global one).
+// Same attributes as <pthread.h> gives pthread_create.
+extern "C" int dlprof_own_pthread_create(pthread_t*, const pthread_attr_t*, void* (*)(void*),
+                                         void*) noexcept
+    __attribute__((alias("pthread_create"), visibility("hidden"), nonnull(1, 3)));
+
 namespace dlprof {
 
 std::atomic<bool> g_session_started{false};
@@ -77,6 +85,13 @@ std::atomic<bool> g_exec_end_pending{false};
 std::atomic<bool> g_rearm_pending{false};
 pthread_key_t g_thread_key;
 __thread bool t_unregistrable __attribute__((tls_model("initial-exec"))) = false;
+// Set while this thread starts one of dlprof's own threads (StartInternalThread).
+// That creation can come back into the interposer below: a sanitizer's
+// interceptor calls its REAL(pthread_create), which is the interposer when
+// libdlprof follows the sanitizer runtime. The interposer then passes the call
+// straight on, neither wrapping the start routine nor registering the thread
+// for sampling. Initial-exec (no __tls_get_addr, no allocation), like t_slot.
+__thread bool t_starting_internal_thread __attribute__((tls_model("initial-exec"))) = false;
 
 // Sampling switched off for good in this process, and why.
 enum OffReason : int {
@@ -131,10 +146,42 @@ void Warn(const std::string& msg) {
 // run in a signal handler).
 void WarnLine(const char* line) { (void)!write(STDERR_FILENO, line, strlen(line)); }
 
+// The next pthread_create after the interposer (glibc's, or a sanitizer's
+// interceptor when the sanitizer runtime comes after libdlprof): what the
+// interposer forwards the program's threads to.
 PthreadCreateFn RealPthreadCreate() {
   static PthreadCreateFn real =
       reinterpret_cast<PthreadCreateFn>(dlsym(RTLD_NEXT, "pthread_create"));
   return real;
+}
+
+// What dlprof's own threads (the collector) start with: the first
+// pthread_create in the global lookup order that is not libdlprof's.
+// RTLD_NEXT alone is not that: when a sanitizer runtime precedes libdlprof
+// (a sanitized program linked with libdlprof: libasan or libtsan comes first
+// in its DT_NEEDED), the program's threads go through the sanitizer's
+// interceptor, then the interposer, then glibc; RTLD_NEXT from here is glibc,
+// so a thread started with it is one the sanitizer never saw start: TSan has
+// no state for it and kills the process on its first instrumented call, ASan
+// calls it "T-1" and keeps the stale poison of whatever stack glibc reused.
+// When libdlprof itself is first (preloaded, or linked with no sanitizer), the
+// global lookup finds the interposer, and the next definition is the one.
+PthreadCreateFn InternalPthreadCreate() {
+  static PthreadCreateFn internal = [] {
+    auto first = reinterpret_cast<PthreadCreateFn>(dlsym(RTLD_DEFAULT, "pthread_create"));
+    return first == nullptr || first == dlprof_own_pthread_create ? RealPthreadCreate() : first;
+  }();
+  return internal;
+}
+
+// Starts one of dlprof's own threads: seen by a sanitizer like any thread,
+// never sampled (see t_starting_internal_thread). Not signal-safe.
+int StartInternalThread(pthread_t* thread, const pthread_attr_t* attr, void* (*fn)(void*),
+                        void* arg) {
+  t_starting_internal_thread = true;
+  const int rc = InternalPthreadCreate()(thread, attr, fn, arg);
+  t_starting_internal_thread = false;
+  return rc;
 }
 
 bool Armed() {
@@ -421,7 +468,7 @@ bool StartCollectorThread() {
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   g_collector_running.store(true);
-  int rc = RealPthreadCreate()(&thread, &attr, CollectorMain, nullptr);
+  int rc = StartInternalThread(&thread, &attr, CollectorMain, nullptr);
   pthread_attr_destroy(&attr);
   if (rc != 0) g_collector_running.store(false);
   return rc == 0;
@@ -747,7 +794,11 @@ void StartSession() {
   G = new SessionGlobals();
   G->config = ParseConfig([](const char* name) { return getenv(name); }, Warn);
   if (!G->config.enabled) return;
-  RealPthreadCreate();  // resolve before any thread can race on it
+  // Resolve both now, before any thread can race on them, and so that a fork
+  // child (which restarts its collector) never calls dlsym: it may have
+  // inherited the loader's lock held.
+  RealPthreadCreate();
+  InternalPthreadCreate();
 
   std::string error;
   G->unwinder = MakeUnwinder(G->config.unwinder, &error);
@@ -918,11 +969,17 @@ void OnStepEnd() {
 
 }  // namespace dlprof
 
-// Every thread made with pthread_create is registered on its first instruction.
+// Every thread made with pthread_create is registered before its start
+// routine runs, except dlprof's own (started through the sanitizer's
+// interceptor, if any, which may call this again on the same thread: see
+// t_starting_internal_thread).
 extern "C" DLPROF_EXPORT int pthread_create(pthread_t* thread, const pthread_attr_t* attr,
                                             void* (*fn)(void*), void* arg) {
   auto real = dlprof::RealPthreadCreate();
-  if (!dlprof::g_session_started.load(std::memory_order_acquire)) return real(thread, attr, fn, arg);
+  if (dlprof::t_starting_internal_thread ||
+      !dlprof::g_session_started.load(std::memory_order_acquire)) {
+    return real(thread, attr, fn, arg);
+  }
   auto* start = new (std::nothrow) dlprof::ThreadStart{fn, arg};
   if (start == nullptr) return real(thread, attr, fn, arg);
   int rc = real(thread, attr, dlprof::ThreadTrampoline, start);
