@@ -7,7 +7,9 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <linux/futex.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -92,6 +94,10 @@ __thread bool t_unregistrable __attribute__((tls_model("initial-exec"))) = false
 // straight on, neither wrapping the start routine nor registering the thread
 // for sampling. Initial-exec (no __tls_get_addr, no allocation), like t_slot.
 __thread bool t_starting_internal_thread __attribute__((tls_model("initial-exec"))) = false;
+// Another pthread_create precedes libdlprof's in the lookup order (a sanitizer
+// runtime's): see CreateBehindOtherPthreadCreate. Set once by StartSession,
+// before g_session_started.
+bool g_behind_other_pthread_create = false;
 
 // Sampling switched off for good in this process, and why.
 enum OffReason : int {
@@ -796,9 +802,9 @@ void StartSession() {
   if (!G->config.enabled) return;
   // Resolve both now, before any thread can race on them, and so that a fork
   // child (which restarts its collector) never calls dlsym: it may have
-  // inherited the loader's lock held.
-  RealPthreadCreate();
-  InternalPthreadCreate();
+  // inherited the loader's lock held. Whether another pthread_create comes
+  // first decides how program threads are registered (the interposer).
+  g_behind_other_pthread_create = InternalPthreadCreate() != RealPthreadCreate();
 
   std::string error;
   G->unwinder = MakeUnwinder(G->config.unwinder, &error);
@@ -880,6 +886,118 @@ void* ThreadTrampoline(void* p) {
   if (g_session_started.load(std::memory_order_acquire)) RegisterCurrentThread();
   return start.fn(start.arg);
 }
+
+// --- Program threads when another pthread_create comes before libdlprof's ---
+//
+// In a sanitized program linked with libdlprof, the sanitizer runtime comes
+// first in the lookup order: the program's pthread_create reaches ASan's or
+// TSan's interceptor, which wraps the start routine in its own thread start
+// (which sets up the sanitizer's state for the thread) and calls its
+// REAL(pthread_create): the interposer. A trampoline of ours would then run
+// on the new thread *before* the sanitizer's thread start, where TSan has no
+// state at all (any instrumented code crashes) and ASan has not yet cleared
+// the stale poison of a reused stack. So the new thread runs no instrumented
+// code of ours before the sanitizer's start: the creating thread registers
+// it by tid (as threads that predate the session are), and the new thread's
+// trampoline, uninstrumented, only hands its tid over, takes its slot into
+// its thread-locals and sets the key whose destructor releases the slot. It
+// skips Unwinder::PrepareThread (instrumented), like threads that predate the
+// session: their unwinder caches are built by their first sample.
+// pthread_create returns after that hand-over, so the handshake block lives on
+// the creating thread's stack.
+
+struct NestedStart {
+  void* (*fn)(void*);  // the sanitizer's thread start (which calls the program's)
+  void* arg;
+  int tid = 0;         // new thread -> creator: the new thread's tid
+  int registered = 0;  // creator -> new thread: `slot` and `full` are set
+  ThreadSlot* slot = nullptr;
+  bool full = false;   // no slot left (as in RegisterCurrentThread)
+  int taken = 0;       // new thread -> creator: the block is not read any more
+};
+
+// Uninstrumented helpers for the handshake (the new thread has no sanitizer
+// state yet): builtins, not std::atomic, and the futex by raw syscall.
+#define DLPROF_UNINSTRUMENTED __attribute__((no_sanitize("address", "thread", "undefined")))
+
+DLPROF_UNINSTRUMENTED void RaiseFlag(int* word, int value) {
+  __atomic_store_n(word, value, __ATOMIC_RELEASE);
+  syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+}
+
+DLPROF_UNINSTRUMENTED int AwaitFlag(int* word) {
+  int value;
+  while ((value = __atomic_load_n(word, __ATOMIC_ACQUIRE)) == 0) {
+    syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, 0, nullptr, nullptr, 0);
+  }
+  return value;
+}
+
+DLPROF_UNINSTRUMENTED void* NestedThreadTrampoline(void* p) {
+  auto* start = static_cast<NestedStart*>(p);
+  void* (*fn)(void*) = start->fn;
+  void* arg = start->arg;
+  const pid_t tid = gettid();
+  RaiseFlag(&start->tid, tid);
+  AwaitFlag(&start->registered);
+  ThreadSlot* s = start->slot;
+  const bool full = start->full;
+  RaiseFlag(&start->taken, 1);  // from here on the block may be gone
+  if (s != nullptr) {
+    t_tid = tid;
+    t_slot = s;
+    // UnregisterThread at exit. The key was made by the library constructor,
+    // so it is normally among a process's first 32, which glibc keeps in the
+    // thread descriptor: setting it allocates nothing (a later key would make
+    // glibc call calloc here, before the sanitizer's thread start).
+    pthread_setspecific(g_thread_key, s);
+  } else if (full) {
+    t_unregistrable = true;
+  }
+  return fn(arg);
+}
+
+StackBounds StackBoundsOf(pthread_t thread) {
+  StackBounds b;
+  pthread_attr_t attr;
+  if (pthread_getattr_np(thread, &attr) != 0) return b;
+  void* addr = nullptr;
+  size_t size = 0;
+  if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
+    b.lo = reinterpret_cast<uintptr_t>(addr);
+    b.hi = b.lo + size;
+  }
+  pthread_attr_destroy(&attr);
+  return b;
+}
+
+// The interposer, reached from the sanitizer's interceptor: creates the
+// thread, registers it from here once it has said its tid, and returns when
+// the thread has taken its slot. The new thread waits for nothing else, so
+// this wait is short (the thread is runnable from the start).
+int CreateBehindOtherPthreadCreate(PthreadCreateFn real, pthread_t* thread,
+                                   const pthread_attr_t* attr, void* (*fn)(void*), void* arg) {
+  NestedStart start;
+  start.fn = fn;
+  start.arg = arg;
+  const int rc = real(thread, attr, NestedThreadTrampoline, &start);
+  if (rc != 0) return rc;
+  const pid_t tid = AwaitFlag(&start.tid);
+  if (g_session_started.load(std::memory_order_acquire)) {
+    start.slot = ClaimSlot(tid);
+    start.full = start.slot == nullptr;
+    if (start.slot != nullptr) {
+      start.slot->bounds = StackBoundsOf(*thread);
+      PublishSlot(start.slot);
+      if (Armed()) ArmSlot(start.slot);
+    }
+  }
+  RaiseFlag(&start.registered, 1);
+  AwaitFlag(&start.taken);
+  return 0;
+}
+
+#undef DLPROF_UNINSTRUMENTED
 
 }  // namespace
 
@@ -979,6 +1097,9 @@ extern "C" DLPROF_EXPORT int pthread_create(pthread_t* thread, const pthread_att
   if (dlprof::t_starting_internal_thread ||
       !dlprof::g_session_started.load(std::memory_order_acquire)) {
     return real(thread, attr, fn, arg);
+  }
+  if (dlprof::g_behind_other_pthread_create) {
+    return dlprof::CreateBehindOtherPthreadCreate(real, thread, attr, fn, arg);
   }
   auto* start = new (std::nothrow) dlprof::ThreadStart{fn, arg};
   if (start == nullptr) return real(thread, attr, fn, arg);
