@@ -15,6 +15,12 @@
 extern "C" int __sigaction(int signo, const struct sigaction* act, struct sigaction* old);
 extern "C" void (*bsd_signal(int signo, void (*handler)(int)))(int);
 
+// libdlprof's own sigaction (the interposer at the bottom of this file), by an
+// address no other definition can interpose (hidden: bound here, not looked up).
+// Same attributes as <signal.h> gives sigaction.
+extern "C" int dlprof_own_sigaction(int, const struct sigaction*, struct sigaction*) noexcept
+    __attribute__((alias("sigaction"), visibility("hidden")));
+
 namespace dlprof {
 namespace {
 
@@ -37,6 +43,34 @@ SigactionFn NextSigaction() {
   return f;
 }
 
+// What dlprof installs and queries its own handlers with: the first
+// sigaction() in the global lookup order that is not libdlprof's, the one the
+// program's calls reach first. RTLD_NEXT alone is not that when a sanitizer
+// runtime precedes libdlprof (a sanitized program linked with libdlprof): it
+// is glibc's, and a handler installed there runs behind TSan's back, in the
+// middle of whatever TSan was doing on that thread ("the handler will run
+// synchronously and corrupt tsan per-thread state", says TSan's sigaction).
+// When libdlprof itself is first (preloaded, or no sanitizer) the global
+// lookup finds the interposer, and the next definition is the one. The
+// sanitizer's interceptor calls its REAL(sigaction), which is the interposer
+// again when libdlprof follows it: t_own_call lets that call through.
+std::atomic<SigactionFn> g_first_sigaction{nullptr};
+
+SigactionFn FirstSigaction() {
+  SigactionFn f = g_first_sigaction.load(std::memory_order_acquire);
+  if (f == nullptr) {  // only before ResolveSignalFunctions(): not from a signal handler
+    f = reinterpret_cast<SigactionFn>(dlsym(RTLD_DEFAULT, "sigaction"));
+    if (f == nullptr || f == dlprof_own_sigaction) f = NextSigaction();
+    g_first_sigaction.store(f, std::memory_order_release);
+  }
+  return f;
+}
+
+// Set while dlprof itself calls FirstSigaction(): the interposer forwards such
+// a call untouched (it is not the program's). Initial-exec: read from signal
+// handlers, never allocates.
+__thread bool t_own_call __attribute__((tls_model("initial-exec"))) = false;
+
 SignalFn NextSignal() {
   SignalFn f = g_next_signal.load(std::memory_order_acquire);
   if (f == nullptr) {
@@ -52,6 +86,11 @@ SignalFn NextSignal() {
 struct Owned {
   std::atomic<bool> owned;
   std::atomic<void*> ours;                 // dlprof's handler, as installed
+  // The handler that NextSigaction() reports right after dlprof installed
+  // `ours`: `ours` itself, or the wrapper of a sanitizer that dlprof installed
+  // it through (TSan puts its own in the kernel and keeps ours in a table).
+  std::atomic<void*> ours_below;
+  struct sigaction ours_action;  // dlprof's, as installed (under g_lock)
   std::atomic<void (*)(int)> disposition;  // the view's handler, readable from a signal handler
   struct sigaction view;                   // under g_lock
 };
@@ -98,11 +137,17 @@ bool IsHandler(const struct sigaction& sa) {
   return sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN;
 }
 
-// Still dlprof's handler for the signal? (Under the lock.)
+// Still dlprof's handler for the signal? (Under the lock.) Asked below any
+// sanitizer that precedes libdlprof: the program's own sigaction() reaches
+// the interposer after that sanitizer has already recorded the program's
+// handler as the one it dispatches to, so asking through it would mistake
+// the program's call in progress for a handler installed behind our back.
 bool StillOurs(int signo, Owned* o) {
   struct sigaction real {};
   if (NextSigaction()(signo, nullptr, &real) != 0) return true;
-  return HandlerOf(real) == o->ours.load(std::memory_order_relaxed);
+  void* const now = HandlerOf(real);
+  return now == o->ours.load(std::memory_order_relaxed) ||
+         now == o->ours_below.load(std::memory_order_relaxed);
 }
 
 void Release(Owned* o) { o->owned.store(false, std::memory_order_release); }
@@ -145,6 +190,11 @@ int ProgramSigaction(int signo, Owned* o, const struct sigaction* act, struct si
         o->view = next;
         o->disposition.store(next.sa_handler, std::memory_order_release);
         if (old != nullptr) *old = prev;
+        // A sanitizer in front of libdlprof that dispatches signals itself
+        // (TSan) recorded SIG_IGN or SIG_DFL as SIGPROF's handler before it
+        // called this, and would drop or die of dlprof's ticks: put dlprof's
+        // handler back there (it only changes the sanitizer's table).
+        if (FirstSigaction() != NextSigaction()) RealSigaction(signo, &o->ours_action, nullptr);
         return 0;
       }
       bool program_signal_pending = false;
@@ -173,10 +223,17 @@ int ProgramSigaction(int signo, Owned* o, const struct sigaction* act, struct si
 void ResolveSignalFunctions() {
   NextSigaction();
   NextSignal();
+  FirstSigaction();
 }
 
 int RealSigaction(int signo, const struct sigaction* act, struct sigaction* old) {
-  return NextSigaction()(signo, act, old);
+  // Saved and restored, not cleared: a signal handler may call this while the
+  // thread it interrupted is inside it.
+  const bool outer = t_own_call;
+  t_own_call = true;
+  const int rc = FirstSigaction()(signo, act, old);
+  t_own_call = outer;
+  return rc;
 }
 
 void OwnSignal(int signo, const struct sigaction& program_view, void* ours) {
@@ -187,6 +244,10 @@ void OwnSignal(int signo, const struct sigaction& program_view, void* ours) {
   o->disposition.store(IsHandler(program_view) ? SIG_DFL : program_view.sa_handler,
                        std::memory_order_release);
   o->ours.store(ours, std::memory_order_relaxed);
+  RealSigaction(signo, nullptr, &o->ours_action);
+  struct sigaction below {};
+  o->ours_below.store(NextSigaction()(signo, nullptr, &below) == 0 ? HandlerOf(below) : ours,
+                      std::memory_order_relaxed);
   o->owned.store(true, std::memory_order_release);
 }
 
@@ -220,11 +281,13 @@ void ResetSignalLockInForkChild() { g_lock.clear(std::memory_order_release); }
 }  // namespace dlprof
 
 // The program's sigaction() and signal(): see core/signals.h. Everything but
-// the three signals dlprof may own goes straight to glibc.
+// the three signals dlprof may own goes straight to glibc (or the next
+// sanitizer), and so do dlprof's own calls coming back through a sanitizer's
+// interceptor (RealSigaction).
 extern "C" DLPROF_EXPORT int sigaction(int signo, const struct sigaction* __restrict act,
                                        struct sigaction* __restrict old) noexcept {
   dlprof::Owned* o = dlprof::Slot(signo);
-  if (o == nullptr || !o->owned.load(std::memory_order_acquire)) {
+  if (dlprof::t_own_call || o == nullptr || !o->owned.load(std::memory_order_acquire)) {
     return dlprof::NextSigaction()(signo, act, old);
   }
   return dlprof::ProgramSigaction(signo, o, act, old);

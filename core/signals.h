@@ -23,11 +23,17 @@
 namespace dlprof {
 
 // Finds the next sigaction()/signal() after libdlprof's (glibc's, or a
-// sanitizer runtime's). Call once at start, before any handler can run.
+// sanitizer runtime's), and the first sigaction() that is not libdlprof's.
+// Call once at start, before any handler can run.
 void ResolveSignalFunctions();
 
-// The next sigaction after the interposer (glibc's or a sanitizer's): what
-// dlprof itself installs and queries with. Async-signal-safe once resolved.
+// What dlprof itself installs and queries its handlers with: the first
+// sigaction in the lookup order that is not the interposer (a sanitizer
+// runtime's interceptor when one comes first, as the program's calls reach
+// it; else the next one after the interposer). Never seen by the interposer
+// as the program's call. Async-signal-safe once resolved (a thread-local flag
+// and an atomic load), as far as a sanitizer's interceptor in front is: under
+// TSan, which defers signals, handlers run at its safe points anyway.
 int RealSigaction(int signo, const struct sigaction* act, struct sigaction* old);
 
 // dlprof has installed `ours` (a sa_sigaction or, for SIGTERM/SIGINT, a
