@@ -55,7 +55,7 @@ class StackReader {
   uintptr_t hi_;
 };
 
-#if defined(__x86_64__)
+#if defined(__x86_64__) && !defined(DLPROF_UNDER_TSAN)  // see Unwind
 // Where the return address sits when the interrupted instruction is one at
 // which the frame pointer does not yet (or no longer) describe this function:
 // its entry (endbr64 / push %rbp), just after the push (mov %rsp,%rbp), or a
@@ -94,7 +94,13 @@ class FpUnwinder : public Unwinder {
     const StackReader stack(bounds);
     if (!stack.usable()) return n;
 
-#if defined(__x86_64__)
+    // Not under TSan: it delivers a signal at its next safe point with a copy
+    // of the context taken when the signal came, so the pc may be code that
+    // is gone by then (dlclose: the program died of SIGSEGV reading it), and
+    // the leaf's frame long left anyway. (Reading code there also died of
+    // SIGBUS under ulimit -f: TSan maps the shadow of read-only memory from a
+    // file it writes in /tmp, which the limit cuts short.)
+#if defined(__x86_64__) && !defined(DLPROF_UNDER_TSAN)
     const int slot = LeafReturnSlot(regs.pc);
     if (slot >= 0 && n < max) {
       uintptr_t ret = 0;
