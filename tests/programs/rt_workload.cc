@@ -31,16 +31,18 @@ int64_t ThreadCpuNs() {
   return ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-volatile uint64_t g_sink;
+// Keeps Burn's loop from being optimised away. Several threads burn at once:
+// an atomic, not a volatile, so that they do not race on it (TSan says so).
+std::atomic<uint64_t> g_sink{0};
 
 // Burns `ns` of this thread's CPU time.
 __attribute__((noinline)) void Burn(int64_t ns) {
   int64_t end = ThreadCpuNs() + ns;
-  uint64_t x = g_sink;
+  uint64_t x = g_sink.load(std::memory_order_relaxed);
   while (ThreadCpuNs() < end) {
     for (int i = 0; i < 2000; ++i) x = x * 6364136223846793005ULL + 1442695040888963407ULL;
   }
-  g_sink = x;
+  g_sink.store(x, std::memory_order_relaxed);
 }
 
 __attribute__((noinline)) void BurnInStageA(int64_t ns) { DLPROF_STAGE("a"); Burn(ns); }
