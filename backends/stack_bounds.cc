@@ -4,10 +4,12 @@
 
 namespace dlprof {
 
-StackBounds CurrentStackBounds() {
+StackBounds CurrentStackBounds() { return StackBoundsOf(pthread_self()); }
+
+StackBounds StackBoundsOf(pthread_t thread) {
   StackBounds b;
   pthread_attr_t attr;
-  if (pthread_getattr_np(pthread_self(), &attr) != 0) return b;
+  if (pthread_getattr_np(thread, &attr) != 0) return b;
   void* addr = nullptr;
   size_t size = 0;
   if (pthread_attr_getstack(&attr, &addr, &size) == 0) {

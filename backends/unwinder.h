@@ -2,6 +2,7 @@
 #ifndef DLPROF_BACKENDS_UNWINDER_H_
 #define DLPROF_BACKENDS_UNWINDER_H_
 
+#include <pthread.h>
 #include <ucontext.h>
 
 #include <cstdint>
@@ -21,6 +22,9 @@ struct StackBounds {
 // Bounds of the calling thread's stack, from pthread_getattr_np (empty if it
 // cannot tell). Not signal-safe: take them when the thread registers.
 StackBounds CurrentStackBounds();
+// The same for another live thread of this process (one that cannot exit
+// meanwhile). Not signal-safe.
+StackBounds StackBoundsOf(pthread_t thread);
 
 class Unwinder {
  public:

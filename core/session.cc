@@ -957,20 +957,6 @@ DLPROF_UNINSTRUMENTED void* NestedThreadTrampoline(void* p) {
   return fn(arg);
 }
 
-StackBounds StackBoundsOf(pthread_t thread) {
-  StackBounds b;
-  pthread_attr_t attr;
-  if (pthread_getattr_np(thread, &attr) != 0) return b;
-  void* addr = nullptr;
-  size_t size = 0;
-  if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
-    b.lo = reinterpret_cast<uintptr_t>(addr);
-    b.hi = b.lo + size;
-  }
-  pthread_attr_destroy(&attr);
-  return b;
-}
-
 // The interposer, reached from the sanitizer's interceptor: creates the
 // thread, registers it from here once it has said its tid, and returns when
 // the thread has taken its slot. The new thread waits for nothing else, so
