@@ -64,17 +64,21 @@ std::atomic<bool> g_loader_unusable{false};
 std::atomic<uint64_t> g_loader_busy{0};
 
 using IteratePhdrFn = int (*)(int (*)(dl_phdr_info*, size_t, void*), void*);
-std::atomic<IteratePhdrFn> g_next_iterate_phdr{nullptr};
+// Atomic by builtins, not std::atomic: read by the uninstrumented
+// NextIteratePhdr, where ASan would not inline std::atomic's (instrumented)
+// members.
+IteratePhdrFn g_next_iterate_phdr = nullptr;
 
 // glibc's (or the next interposer's). Resolved by FindLoaderLock() at start;
 // lazily otherwise (never first from a signal handler: the handler only runs
 // after start).
-IteratePhdrFn NextIteratePhdr() {
-  IteratePhdrFn f = g_next_iterate_phdr.load(std::memory_order_acquire);
+// Not instrumented by ASan, like the interposer below: see there.
+__attribute__((no_sanitize("address"))) IteratePhdrFn NextIteratePhdr() {
+  IteratePhdrFn f = __atomic_load_n(&g_next_iterate_phdr, __ATOMIC_ACQUIRE);
   if (f == nullptr) {
     f = reinterpret_cast<IteratePhdrFn>(dlsym(RTLD_NEXT, "dl_iterate_phdr"));
     if (f == nullptr) f = [](int (*)(dl_phdr_info*, size_t, void*), void*) { return 0; };
-    g_next_iterate_phdr.store(f, std::memory_order_release);
+    __atomic_store_n(&g_next_iterate_phdr, f, __ATOMIC_RELEASE);
   }
   return f;
 }
@@ -178,7 +182,11 @@ std::vector<MapEntry> ReadExecutableMappings() {
 
 // See proc_maps.h. This function is safe to call from asynchronous signals
 // when t_in_unwind is set (it then only tries the lock).
-extern "C" DLPROF_EXPORT int dl_iterate_phdr(int (*callback)(dl_phdr_info*, size_t, void*),
+// Not instrumented by ASan (nor, by the build, TSan): the sanitizer's own
+// start-up calls dl_iterate_phdr before its shadow memory exists, and reaches
+// this one first when it is in the executable (the test programs link
+// dlprof_core, whose exec interposer their subprocess helper pulls in).
+extern "C" DLPROF_EXPORT __attribute__((no_sanitize("address"))) int dl_iterate_phdr(int (*callback)(dl_phdr_info*, size_t, void*),
                                              void* data) {
   auto next = dlprof::NextIteratePhdr();
   pthread_mutex_t* lock = dlprof::g_loader_lock;
