@@ -113,6 +113,8 @@ std::atomic<int64_t> g_sampling_off_ns{0};
 std::atomic<bool> g_sampling_off_recorded{false};  // in this process's profile already
 std::atomic<bool> g_disarm_pending{false};         // the collector finishes a deferred disarm
 std::atomic<bool> g_collector_running{false};
+// Set by the collector thread as it enters its own code (StartCollectorThread).
+std::atomic<bool> g_collector_entered{false};
 
 // Every arm and disarm of a thread timer happens under this lock (a thread
 // exiting, the collector, a sigaction call stepping aside may race on one
@@ -388,6 +390,7 @@ void RecordSamplingOff(Collector* c) {
 }
 
 void* CollectorMain(void*) {
+  g_collector_entered.store(true, std::memory_order_release);
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, nullptr);  // signals go to the program's threads
@@ -474,10 +477,25 @@ bool StartCollectorThread() {
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   g_collector_running.store(true);
+  g_collector_entered.store(false);
   int rc = StartInternalThread(&thread, &attr, CollectorMain, nullptr);
   pthread_attr_destroy(&attr);
-  if (rc != 0) g_collector_running.store(false);
-  return rc == 0;
+  if (rc != 0) {
+    g_collector_running.store(false);
+    return false;
+  }
+  // Returns once the thread runs CollectorMain (at most 1 s), i.e. once the
+  // sanitizer's thread start, if any, is over. ASan's allocates (its thread
+  // start runs pthread_getattr_np, which frees), and a fork() right after
+  // start (a program that forks its workers at once) copied its allocator
+  // lock held into the child, whose own collector then waited for it for
+  // ever. Past this point the collector does its work under g_collector_mu,
+  // which LockForFork holds across fork().
+  const timespec step{0, 100000};
+  for (int i = 0; i < 10000 && !g_collector_entered.load(std::memory_order_acquire); ++i) {
+    nanosleep(&step, nullptr);
+  }
+  return true;
 }
 
 // Stops sampling and writes the rest of the file (normal exit, or a fatal
