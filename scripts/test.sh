@@ -7,12 +7,24 @@
 # target gets a short smoke run (build-fuzz); see RELIABILITY.md.
 # DLPROF_SANITIZERS=0 skips the sanitizer builds, DLPROF_FUZZ_SECONDS=0 the
 # fuzz smoke run (default 20 s per target).
+#
+# If the normal build fails the script stops; any other failure (tests, a
+# sanitizer build, the fuzz run) lets the other passes run and fails the
+# script at the end, naming what failed. Each part says how long it took
+# ("test: <part>: N s").
 set -euo pipefail
 cd "$(dirname "$0")/.."
+failed=()
+start=$SECONDS
 scripts/setup.sh
+echo "test: setup: $((SECONDS - start)) s" >&2
+start=$SECONDS
 scripts/build.sh
+echo "test: build: $((SECONDS - start)) s" >&2
 build_dir=${DLPROF_BUILD_DIR:-build}
-ctest --test-dir "$build_dir" -j "$(nproc)" --output-on-failure --timeout 300
+start=$SECONDS
+ctest --test-dir "$build_dir" -j "$(nproc)" --output-on-failure --timeout 300 || failed+=(tests)
+echo "test: suite: $((SECONDS - start)) s" >&2
 
 # Runs the suite in build folder $2 built with sanitizers $1. Every process
 # the tests start (the profiled programs, dlprof itself, forked workers)
@@ -24,7 +36,13 @@ ctest --test-dir "$build_dir" -j "$(nproc)" --output-on-failure --timeout 300
 # optional, VAR=value settings for the tests' environment.
 run_sanitized() {
   local sanitize=$1 dir=$2 excluded=${3:-} settings=${4:-} start=$SECONDS
-  DLPROF_SANITIZE=$sanitize DLPROF_BUILD_DIR=$dir scripts/build.sh
+  # (set -e does not apply here: the caller tests the status.)
+  if ! DLPROF_SANITIZE=$sanitize DLPROF_BUILD_DIR=$dir scripts/build.sh; then
+    echo "test: $sanitize build failed" >&2
+    return 1
+  fi
+  echo "test: $sanitize build: $((SECONDS - start)) s" >&2
+  start=$SECONDS
   local logs=$PWD/$dir/sanitizer-logs
   rm -rf "$logs" && mkdir -p "$logs"
   local common="halt_on_error=1:log_path=$logs/report:log_exe_name=1"
@@ -80,14 +98,15 @@ asan_excluded='^(HostileTest\.FoldedStacksKeepTheirShape)$'
 # took a sample when it exits (github.com/google/sanitizers/issues/943).
 tsan_excluded='^(AllUnwinders/|Faults\.ProgramsSigprofHandler|Faults\.SamplingNeverWaitsForTheLoaderLock$|Scenarios/)'
 
-failed=()
 if [[ ${DLPROF_SANITIZERS:-1} != 0 ]]; then
   run_sanitized address,undefined build-asan "$asan_excluded" || failed+=(asan+ubsan)
   run_sanitized thread build-tsan "$tsan_excluded" DLPROF_BACKEND=fp || failed+=(tsan)
 fi
 fuzz_seconds=${DLPROF_FUZZ_SECONDS:-20}
 if [[ $fuzz_seconds != 0 ]]; then
+  start=$SECONDS
   scripts/fuzz.sh "$fuzz_seconds" || failed+=(fuzz)
+  echo "test: fuzz (build and ${fuzz_seconds} s per target): $((SECONDS - start)) s" >&2
 fi
 if ((${#failed[@]})); then
   echo "test: FAILED: ${failed[*]}" >&2
