@@ -7,12 +7,15 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <set>
 
 #include <gtest/gtest.h>
 
+#include "dlprof/format.h"
 #include "readers/dlprof_reader.h"
 #include "tests/support/sanitizer.h"
 #include "tests/support/subprocess.h"
@@ -317,16 +320,54 @@ TEST(Runtime, TruncatedFileYieldsItsCompleteChunks) {
     EXPECT_NE(proc.warnings[0].find(path + ": offset "), std::string::npos) << proc.warnings[0];
   }
   EXPECT_GT(previous, 0u);
-  // Damage in the middle: a flipped byte loses one chunk, not the rest.
+  // Damage in the middle: a flipped byte in one SAMPLES chunk loses exactly
+  // that chunk's samples, and every chunk after it is still read. (A 1.5 s run
+  // has only two or three sample chunks, so "more than half survive" is not a
+  // property of the reader; the exact count is.)
+  struct Chunk {
+    size_t offset;
+    uint32_t type, length;
+  };
+  std::vector<Chunk> chunks;
+  for (size_t off = DLPROF_FILE_HEADER_SIZE; off + DLPROF_CHUNK_HEADER_SIZE <= data.size();) {
+    uint32_t header[4];
+    std::memcpy(header, data.data() + off, sizeof header);
+    ASSERT_EQ(header[0], DLPROF_CHUNK_MAGIC) << "offset " << off;
+    chunks.push_back({off, header[1], header[2]});
+    off += DLPROF_CHUNK_HEADER_SIZE + header[2];
+  }
+  const Chunk* victim = nullptr;
+  for (const Chunk& c : chunks) {
+    if (c.type != DLPROF_CHUNK_SAMPLES) continue;
+    if (!victim || std::llabs(static_cast<long long>(c.offset) - static_cast<long long>(data.size() / 2)) <
+                       std::llabs(static_cast<long long>(victim->offset) - static_cast<long long>(data.size() / 2)))
+      victim = &c;
+  }
+  ASSERT_NE(victim, nullptr);
+  // The chunk's own sample count: payload = v base_time, v count, ...
+  uint64_t values[2] = {0, 0};
+  size_t at = victim->offset + DLPROF_CHUNK_HEADER_SIZE;
+  for (uint64_t& v : values) {
+    for (int shift = 0;; shift += 7) {
+      const uint8_t byte = static_cast<uint8_t>(data[at++]);
+      v |= static_cast<uint64_t>(byte & 0x7f) << shift;
+      if (!(byte & 0x80)) break;
+    }
+  }
+  const uint64_t lost = values[1];
+  ASSERT_GT(lost, 0u);
   std::string damaged = data;
-  damaged[data.size() / 2] ^= 0x5a;
+  damaged[victim->offset + DLPROF_CHUNK_HEADER_SIZE + victim->length / 2] ^= 0x5a;
   std::string path = dir + "/damaged.dlprof";
   std::ofstream(path, std::ios::binary).write(damaged.data(), static_cast<std::streamsize>(damaged.size()));
   Profile p;
   std::string error;
   ASSERT_TRUE(ReadDlprofFile(path, &p, &error)) << error;
-  EXPECT_GT(p.processes[0].samples, full_samples / 2);
+  EXPECT_EQ(p.processes[0].samples, full_samples - lost);
   EXPECT_TRUE(p.processes[0].complete);  // the END chunk after the damage is still read
+  ASSERT_FALSE(p.processes[0].warnings.empty());
+  EXPECT_NE(p.processes[0].warnings[0].find(path + ": offset " + std::to_string(victim->offset)), std::string::npos)
+      << p.processes[0].warnings[0];
 }
 
 TEST(Runtime, BadEnvironmentValuesWarnOnceAndFallBack) {
