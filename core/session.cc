@@ -205,7 +205,8 @@ void ArmSlot(ThreadSlot* s) {
   // The thread's CPU clock (unsigned: shifting the negative ~tid is undefined).
   clockid_t clock = static_cast<clockid_t>((~static_cast<unsigned>(s->tid.load()) << 3) | 6u);
   if (clock_gettime(clock, &cpu) == 0) {
-    s->last_sample_cpu_ns = static_cast<int64_t>(cpu.tv_sec) * 1000000000 + cpu.tv_nsec;
+    s->last_sample_cpu_ns.store(static_cast<int64_t>(cpu.tv_sec) * 1000000000 + cpu.tv_nsec,
+                                std::memory_order_relaxed);
   }
   std::string error;
   if (!G->timer->ArmThread(s->tid.load(std::memory_order_relaxed), &s->timer, &error)) {

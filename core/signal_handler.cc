@@ -122,11 +122,12 @@ void HandleProfilingSignal(int signo, siginfo_t* info, void* ucontext) {
     // not time spent sampling. Leave it out of handler_ns.
     preempted_ns = MonotonicNs() - before;
     int64_t now = static_cast<int64_t>(cpu.tv_sec) * 1000000000 + cpu.tv_nsec;
-    if (s->last_sample_cpu_ns > 0) {
-      int64_t periods = (now - s->last_sample_cpu_ns + g_sampler.period_ns / 2) / g_sampler.period_ns;
+    const int64_t last = s->last_sample_cpu_ns.load(std::memory_order_relaxed);
+    if (last > 0) {
+      int64_t periods = (now - last + g_sampler.period_ns / 2) / g_sampler.period_ns;
       if (periods > 1) extra += static_cast<int>(periods < 0x10000 ? periods - 1 : 0xfffe);
     }
-    s->last_sample_cpu_ns = now;
+    s->last_sample_cpu_ns.store(now, std::memory_order_relaxed);
   }
   if (extra > 0xfffe) extra = 0xfffe;
 

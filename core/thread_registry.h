@@ -38,7 +38,11 @@ struct ThreadSlot {
   std::atomic<uint32_t> stages[kMaxStageDepth] = {};
 
   std::atomic<int> in_handler{0};
-  int64_t last_sample_cpu_ns = 0;  // handler-only: thread CPU time at the previous sample
+  // The thread's CPU time at its previous sample: the handler's, but set by
+  // whoever arms the thread's timer (the collector, for other threads), just
+  // before. A signal from an earlier arming may still be on its way then, so
+  // this is atomic (relaxed: the value only weighs the next sample).
+  std::atomic<int64_t> last_sample_cpu_ns{0};
   // Counters the handler and the thread bump; the collector reports them.
   std::atomic<uint64_t> samples_taken{0};
   std::atomic<uint64_t> dropped_ring{0};
