@@ -83,6 +83,9 @@ asan_excluded='^(HostileTest\.FoldedStacksKeepTheirShape)$'
 # - AllUnwinders/: TSan delivers asynchronous signals at its next safe point,
 #   with a copy of the interrupted context, so a sample's stack is not where
 #   the thread was;
+# - FpRulesTest.FindsTheCallerOfAFunctionInterruptedAtItsEntryOrExit: for the
+#   same reason the fp unwinder's leaf rule, which reads the code at the pc,
+#   is compiled out under TSan (that code may be unmapped by then);
 # - Faults.ProgramsSigprofHandler*: TSan takes signals from the kernel into a
 #   queue of its own and hands them later to the handler its table then
 #   names, so a tick of dlprof's queued there when the program installs its
@@ -96,7 +99,7 @@ asan_excluded='^(HostileTest\.FoldedStacksKeepTheirShape)$'
 # libunwind's per-thread cache is freed by a thread-exit destructor that takes
 # a lock after TSan has torn the thread down, which crashes every thread that
 # took a sample when it exits (github.com/google/sanitizers/issues/943).
-tsan_excluded='^(AllUnwinders/|Faults\.ProgramsSigprofHandler|Faults\.SamplingNeverWaitsForTheLoaderLock$|Scenarios/)'
+tsan_excluded='^(AllUnwinders/|FpRulesTest\.FindsTheCallerOfAFunctionInterruptedAtItsEntryOrExit$|Faults\.ProgramsSigprofHandler|Faults\.SamplingNeverWaitsForTheLoaderLock$|Scenarios/)'
 
 if [[ ${DLPROF_SANITIZERS:-1} != 0 ]]; then
   run_sanitized address,undefined build-asan "$asan_excluded" || failed+=(asan+ubsan)
