@@ -54,6 +54,7 @@ void dlprof_stage_exit(void) {
   uint32_t d = s->depth.load(std::memory_order_relaxed);
   if (d == 0) return;  // unbalanced exit: ignore rather than underflow
   s->depth.store(d - 1, std::memory_order_relaxed);
+  s->stage_exits.store(s->stage_exits.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   if (dlprof::g_session_detailed) {
     uint32_t id = d <= static_cast<uint32_t>(dlprof::kMaxStageDepth)
                       ? s->stages[d - 1].load(std::memory_order_relaxed)

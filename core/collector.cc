@@ -248,7 +248,10 @@ void Collector::Drain() {
   }
 }
 
-void Collector::SnapshotTick(int64_t now) {
+bool Collector::SnapshotTick(int64_t now) {
+  // Buffers are snapshotted every tick, at the configured period: their
+  // statistics count snapshots, so ticks must stay evenly spaced for them.
+  bool moved = BufferCount() > 0;
   for (int i = 0; i < BufferCount(); ++i) {
     dlprof_buffer* b = BufferAt(i);
     uint64_t size = b->size.load(std::memory_order_relaxed);
@@ -276,6 +279,8 @@ void Collector::SnapshotTick(int64_t now) {
     if (s->last_cpu_ns < 0) {  // first sight: a baseline only
       s->last_cpu_ns = cpu;
       s->last_wall_ns = now;
+      s->last_stage_exits = s->stage_exits.load(std::memory_order_relaxed);
+      moved = true;
       continue;
     }
     int64_t wall_delta = now - s->last_wall_ns;
@@ -298,6 +303,14 @@ void Collector::SnapshotTick(int64_t now) {
                                                                         : BlockedState(s);
     }
     const uint32_t path = InternPath(stages, depth);
+    // Steady: ran the whole tick, or none of it, in the same stage path as at
+    // the last tick, and left no stage in between.
+    const uint32_t exits = s->stage_exits.load(std::memory_order_relaxed);
+    if (s->run_path != path || s->run_state != state || (cpu_delta > 0 && state != 0) ||
+        exits != s->last_stage_exits) {
+      moved = true;
+    }
+    s->last_stage_exits = exits;
     if (s->run_ticks > 0 && (s->run_path != path || s->run_state != state)) EndWallRun(s);
     s->run_path = path;
     s->run_state = state;
@@ -306,6 +319,7 @@ void Collector::SnapshotTick(int64_t now) {
     s->run_wall_ns += wall_delta;
     s->run_cpu_ns += cpu_delta;
   }
+  return moved;
 }
 
 void Collector::EndWallRun(ThreadSlot* s) {

@@ -29,8 +29,12 @@ class Collector {
   // execs before its first flush still says who it was.
   bool WriteProcessChunk();
 
-  // One 'snapshot_ms' tick: buffer snapshots and each thread's wall/CPU time.
-  void SnapshotTick(int64_t now_ns);
+  // One tick: buffer snapshots and each thread's wall/CPU time since its last
+  // tick (records carry their own wall time, so ticks need not be evenly
+  // spaced). Returns whether anything moved: a buffer exists, a thread was
+  // new, changed stage path or state, or was partly on and partly off CPU.
+  // When nothing moved for a while the session ticks less often (session.cc).
+  bool SnapshotTick(int64_t now_ns);
   // Moves every thread's pending samples and events into the chunk buffers;
   // frees the slots of threads that have exited.
   void Drain();

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -113,6 +114,10 @@ std::atomic<int64_t> g_sampling_off_ns{0};
 std::atomic<bool> g_sampling_off_recorded{false};  // in this process's profile already
 std::atomic<bool> g_disarm_pending{false};         // the collector finishes a deferred disarm
 std::atomic<bool> g_collector_running{false};
+// The collector sleeps on this futex word between ticks; WakeCollector()
+// bumps it, so a flush, an arm or a re-arm is served at once rather than at
+// the next tick, which may be a slow one (CollectorMain).
+std::atomic<uint32_t> g_collector_wake{0};
 // Set by the collector thread as it enters its own code (StartCollectorThread).
 std::atomic<bool> g_collector_entered{false};
 
@@ -330,12 +335,35 @@ Collector* OpenCollector() {
   return nullptr;
 }
 
+// This function is safe to call from asynchronous signals (errno kept).
+void WakeCollector() {
+  const int saved_errno = errno;
+  g_collector_wake.fetch_add(1, std::memory_order_release);
+  syscall(SYS_futex, &g_collector_wake, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+  errno = saved_errno;
+}
+
+// Sleeps until `deadline` (CLOCK_MONOTONIC ns) or a WakeCollector() after
+// the word read `seen`. Returns whether it was woken before the deadline.
+bool CollectorSleep(int64_t deadline, uint32_t seen) {
+  const timespec ts{static_cast<time_t>(deadline / 1000000000), static_cast<long>(deadline % 1000000000)};
+  for (;;) {
+    if (g_collector_wake.load(std::memory_order_acquire) != seen) return true;
+    if (MonotonicNs() >= deadline) return false;
+    // FUTEX_WAIT_BITSET: an absolute CLOCK_MONOTONIC deadline, so EINTR and
+    // spurious returns just go round again.
+    syscall(SYS_futex, &g_collector_wake, FUTEX_WAIT_BITSET_PRIVATE, seen, &ts, nullptr,
+            FUTEX_BITSET_MATCH_ANY);
+  }
+}
+
 void DisarmAllLiveThreads() {
   TimerLock lock;
   if (!lock.locked()) {
     // A signal handler interrupted this thread inside ArmSlot: the collector
     // disarms at its next tick (and ArmSlot undoes its own arming).
     g_disarm_pending.store(true);
+    WakeCollector();
     return;
   }
   for (int i = 0; i < kMaxThreads; ++i) {
@@ -395,15 +423,31 @@ void* CollectorMain(void*) {
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, nullptr);  // signals go to the program's threads
-  const int64_t period = G->config.snapshot_ms * 1000000LL;
+  // The tick period. Each wake-up costs ~60-90 us of CPU on a VM (a bare
+  // 100 Hz sleep loop is 1.2% of a core there: BENCHMARKS.md), so in light
+  // mode the collector ticks kSlowTickFactor times less often once every
+  // thread has been steady (running the whole tick, or blocked all of it, in
+  // the same stage) for kSteadyTicksBeforeSlow ticks and no buffer exists,
+  // and goes back to the fast period at the first tick that sees a change.
+  // Wall records carry their own wall time, so only the resolution of the
+  // stage attribution of a steady thread's wall time is coarser meanwhile;
+  // its CPU samples keep their rate. Detailed mode always ticks fast.
+  constexpr int kSlowTickFactor = 5;
+  constexpr int kSteadyTicksBeforeSlow = 10;
+  const int64_t fast_period = G->config.snapshot_ms * 1000000LL;
+  const int64_t slow_period = G->config.mode == Mode::kLight ? fast_period * kSlowTickFactor : fast_period;
+  int steady_ticks = 0;
   int64_t next = MonotonicNs();
   int64_t last_flush = next;
   while (!g_stop.load(std::memory_order_acquire)) {
-    next += period;
+    const uint32_t wake_seen = g_collector_wake.load(std::memory_order_acquire);
+    next += steady_ticks >= kSteadyTicksBeforeSlow ? slow_period : fast_period;
     int64_t now = MonotonicNs();
     if (next < now) next = now;  // fell behind (suspended): don't burst
-    timespec ts{static_cast<time_t>(next / 1000000000), static_cast<long>(next % 1000000000)};
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
+    // The once-a-second flush is never later for a slow tick.
+    if (CollectorSleep(std::min(next, std::max<int64_t>(now, last_flush + 1000000000LL)), wake_seen)) {
+      next = MonotonicNs();  // woken for a request: the next tick is a period from now
+      steady_ticks = 0;
     }
     // A SIGPROF handler installed around the interposer (sigset(), a raw
     // syscall): step aside within a tick. Not under the collector lock (the
@@ -421,7 +465,7 @@ void* CollectorMain(void*) {
       ArmAllLiveThreads();
     }
     RecordSamplingOff(g_collector);
-    g_collector->SnapshotTick(now);
+    steady_ticks = g_collector->SnapshotTick(now) ? 0 : steady_ticks + 1;
     g_collector->Drain();
     uint64_t requested = g_flush_requested.load(std::memory_order_acquire);
     if (int signo = g_fatal_signal.load(std::memory_order_acquire); signo != 0) {
@@ -1031,6 +1075,7 @@ bool RequestFlush(int timeout_ms) {
   // No collector (output failed, or it never started): nobody would answer.
   if (!g_session_started.load() || !g_collector_running.load()) return false;
   uint64_t ticket = g_flush_requested.fetch_add(1) + 1;
+  WakeCollector();
   const timespec step{0, 1000000};
   for (int waited = 0; waited <= timeout_ms; ++waited) {
     if (g_flush_done.load(std::memory_order_acquire) >= ticket) return true;
@@ -1058,6 +1103,7 @@ bool BeforeExec() {
 void AfterFailedExec(bool prepared) {
   if (!prepared || !OwnSession()) return;
   g_rearm_pending.store(true);
+  WakeCollector();
 }
 
 void StepAsideFromSigprof(bool behind_back) {
@@ -1087,6 +1133,7 @@ void OnStepEnd() {
   if (g_baseline_remaining.load(std::memory_order_relaxed) > 0 &&
       g_baseline_remaining.fetch_sub(1) == 1) {
     g_arm_pending.store(true);
+    WakeCollector();  // sampling starts now, not at the next tick
   }
 }
 

@@ -36,6 +36,10 @@ struct ThreadSlot {
   // handler and, racily but harmlessly, by the collector's wall ticks.
   std::atomic<uint32_t> depth{0};
   std::atomic<uint32_t> stages[kMaxStageDepth] = {};
+  // Stage exits so far, written only by the owning thread (a load and a
+  // store, no read-modify-write). Every change of stage path that a wall tick
+  // cannot see, because it was undone before the tick, includes an exit.
+  std::atomic<uint32_t> stage_exits{0};
 
   std::atomic<int> in_handler{0};
   // The thread's CPU time at its previous sample: the handler's, but set by
@@ -55,6 +59,7 @@ struct ThreadSlot {
   int syscall_fd = -1;     // /proc/self/task/<tid>/syscall, for off-CPU states
   int64_t last_cpu_ns = -1;
   int64_t last_wall_ns = 0;
+  uint32_t last_stage_exits = 0;  // stage_exits at the previous wall tick
   // The open run of wall ticks with one stage path and state; written as one
   // DLPROF_CHUNK_WALL_RUNS record when either changes, or at the next flush.
   uint32_t run_ticks = 0;  // 0 = no open run

@@ -117,6 +117,36 @@ TEST(Runtime, SleepingStageComesOutOffCpu) {
   EXPECT_LT(static_cast<double>(blocked["c"]) / wall["c"], 0.05);
 }
 
+// A process whose threads are steady (running a whole tick, or blocked all
+// of it, in the same stage) is ticked less often: each wake-up of the
+// collector costs CPU (BENCHMARKS.md). Its wall time is still all there, and
+// a change of stage or state is still seen.
+TEST(Runtime, SteadyThreadsAreTickedLessOften) {
+  ProfiledRun run = Profiled({"steady", "1500"});
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.err;
+  double spin_ms = 0, nap_ms = 0;
+  ASSERT_EQ(sscanf(run.result.out.c_str(), "spin_ms=%lf nap_ms=%lf", &spin_ms, &nap_ms), 2)
+      << run.result.out;
+  ASSERT_EQ(run.profile.processes.size(), 1u);
+  const Process& proc = run.profile.processes[0];
+  const double lifetime_ms = (proc.end_ns - proc.start_ns) / 1e6;
+  const double ticks = static_cast<double>(proc.counters.at("wall_ticks"));
+  // 10 ms ticks would be lifetime / 10; steady, one in five of them.
+  EXPECT_LT(ticks, 0.5 * lifetime_ms / 10) << "lifetime " << lifetime_ms << " ms";
+  EXPECT_GT(ticks, 0.5 * lifetime_ms / 50) << "lifetime " << lifetime_ms << " ms";
+  std::map<std::string, double> wall_ms, blocked_ms;
+  for (const Sample& s : run.profile.samples) {
+    if (s.kind != SampleKind::kWall) continue;
+    const std::string stage = StagePathName(run.profile, s.stage_path);
+    wall_ms[stage] += s.wall_ns / 1e6;
+    if (!s.on_cpu) blocked_ms[stage] += (s.wall_ns - s.cpu_ns) / 1e6;
+  }
+  // A slow tick is 50 ms: the change from spin to nap is placed within one.
+  EXPECT_NEAR(wall_ms["spin"], spin_ms, 60);
+  EXPECT_NEAR(wall_ms["nap"], nap_ms, 60);
+  EXPECT_GT(blocked_ms["nap"], 0.8 * nap_ms);
+}
+
 TEST(Runtime, ForkedWorkersEachWriteTheirOwnProfile) {
   ProfiledRun run = Profiled({"fork", "3"});
   ASSERT_EQ(run.result.exit_code, 0) << run.result.err;

@@ -296,6 +296,22 @@ int Nested() {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
+// One thread, steady: `ms` of CPU in stage "spin", then 300 ms asleep in
+// "nap". Prints how long each took in wall time, the ground truth.
+int Steady(int ms) {
+  const int64_t t0 = MonoNs();
+  { DLPROF_STAGE("spin"); Burn(ms * 1000000LL); }
+  const int64_t t1 = MonoNs();
+  {
+    DLPROF_STAGE("nap");
+    timespec ts{0, 300000000};
+    nanosleep(&ts, nullptr);
+  }
+  const int64_t t2 = MonoNs();
+  printf("spin_ms=%.1f nap_ms=%.1f\n", (t1 - t0) / 1e6, (t2 - t1) / 1e6);
+  return 0;
+}
+
 volatile sig_atomic_t g_terminated = 0;
 
 // Burns CPU until a signal ends it. With `own_handler`, the program handles
@@ -324,6 +340,7 @@ int main(int argc, char** argv) {
   if (mode == "eintr") return Eintr(n ? n : 1000);
   if (mode == "kill") return KillWorker(n ? n : 2500);
   if (mode == "buffers") return Buffers();
+  if (mode == "steady") return Steady(n ? n : 1500);
   if (mode == "steps") return Steps(n ? n : 10);
   if (mode == "term") return UntilTerminated(false);
   if (mode == "spawn") return Spawn(argv[0]);
