@@ -164,7 +164,8 @@ void AnalyzeStages(const Profile& profile, uint32_t train_process, uint32_t trai
     const bool model = has_steps && s.process == train_process && s.tid == train_tid &&
                        !waits.Contains(s.time_ns);
     Acc& self = acc[path.back()];
-    self.pids.insert(proc.pid);
+    // Every stage on the path ran in this process, the outer ones too.
+    for (uint32_t st : unique_stages[s.stage_path]) acc[st].pids.insert(proc.pid);
     if (s.kind == SampleKind::kCpu) {
       self.self_samples += s.count;
       self.cpu_from_samples += s.cpu_ns / 1e9;
