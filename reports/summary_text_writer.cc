@@ -1,6 +1,8 @@
 // summary.txt: the report for a terminal: verdict first, then the tables.
 #include <cstdarg>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "reports/report_writer.h"
 #include "reports/utf8.h"
@@ -18,29 +20,77 @@ std::string Line(const char* fmt, ...) {
   return std::string(buf) + "\n";
 }
 
+// Terminal columns a code point takes: 0 for combining marks and zero-width
+// characters, 2 for East Asian wide and fullwidth forms and emoji, else 1.
+// (wcwidth() would need the reader's locale; these ranges are the common
+// part of every terminal's table.)
+int Columns(uint32_t cp) {
+  if ((cp >= 0x0300 && cp <= 0x036f) || (cp >= 0x200b && cp <= 0x200f) || cp == 0xfeff ||
+      (cp >= 0xfe00 && cp <= 0xfe0f)) {
+    return 0;
+  }
+  if ((cp >= 0x1100 && cp <= 0x115f) || (cp >= 0x2e80 && cp <= 0xa4cf && cp != 0x303f) ||
+      (cp >= 0xac00 && cp <= 0xd7a3) || (cp >= 0xf900 && cp <= 0xfaff) ||
+      (cp >= 0xfe30 && cp <= 0xfe4f) || (cp >= 0xff00 && cp <= 0xff60) ||
+      (cp >= 0xffe0 && cp <= 0xffe6) || (cp >= 0x1f300 && cp <= 0x1f64f) ||
+      (cp >= 0x1f900 && cp <= 0x1f9ff) || (cp >= 0x20000 && cp <= 0x3fffd)) {
+    return 2;
+  }
+  return 1;
+}
+
 // Program-supplied names go to a terminal: one line, valid UTF-8 (bad bytes
 // become U+FFFD), no character that moves the cursor, recolours or reorders
-// the text ('?' instead), at most `max` bytes (cut between characters, "...").
-std::string Clean(const std::string& s, size_t max = 40) {
+// the text ('?' instead), at most `max` terminal columns (cut between
+// characters, "..."). *columns, if given, gets the columns of the result.
+std::string Clean(const std::string& s, size_t max = 40, size_t* columns = nullptr) {
+  struct Piece {
+    size_t end;  // bytes of `out` up to and including this character
+    size_t cols;  // columns up to and including it
+  };
   std::string out;
+  std::vector<Piece> pieces;
+  size_t cols = 0;
   for (size_t i = 0; i < s.size();) {
     uint32_t cp = 0;
     size_t bad = 0;
     const size_t n = Utf8At(s, i, &cp, &bad);
     if (n == 0) {
       out += "\xef\xbf\xbd";
+      cols += 1;
       i += bad;
-      continue;
+    } else if (IsTerminalControl(cp)) {
+      out += '?';
+      cols += 1;
+      i += n;
+    } else {
+      out.append(s, i, n);
+      cols += static_cast<size_t>(Columns(cp));
+      i += n;
     }
-    if (IsTerminalControl(cp)) out += '?';
-    else out.append(s, i, n);
-    i += n;
+    pieces.push_back({out.size(), cols});
   }
-  if (out.size() > max) {
-    size_t cut = max - 3;
-    while (cut > 0 && (static_cast<unsigned char>(out[cut]) & 0xc0) == 0x80) --cut;
-    out = out.substr(0, cut) + "...";
+  if (cols > max) {  // keep what fits in max - 3 columns, then "..."
+    size_t keep = 0, kept_cols = 0;
+    for (const Piece& p : pieces) {
+      if (p.cols + 3 > max) break;
+      keep = p.end;
+      kept_cols = p.cols;
+    }
+    out.resize(keep);
+    out += "...";
+    cols = kept_cols + 3;
   }
+  if (columns != nullptr) *columns = cols;
+  return out;
+}
+
+// A table cell: Clean(s, width) padded with spaces to exactly `width`
+// columns, which printf's %-24s cannot do for characters of several bytes.
+std::string Cell(const std::string& s, size_t width) {
+  size_t cols = 0;
+  std::string out = Clean(s, width, &cols);
+  if (cols < width) out.append(width - cols, ' ');
   return out;
 }
 
@@ -85,9 +135,9 @@ class SummaryTextWriter : public ReportWriter {
     out += Line("  %-24s %9s %10s %10s %8s %10s  %-7s %s", "stage", "samples", "self cpu",
                 "self wall", "off-cpu", "total wall", "role", "blocked in");
     for (const StageStats& st : a.stages) {
-      out += Line("  %-24s %9lld %9.3fs %9.3fs %7.0f%% %9.3fs  %-7s %s%s", Clean(st.name, 24).c_str(),
+      out += Line("  %s %9lld %9.3fs %9.3fs %7.0f%% %9.3fs  %s %s%s", Cell(st.name, 24).c_str(),
                   static_cast<long long>(st.self_samples), st.self_cpu_s, st.self_wall_s,
-                  100 * st.offcpu_fraction, st.total_wall_s, Clean(st.main_role, 12).c_str(),
+                  100 * st.offcpu_fraction, st.total_wall_s, Cell(st.main_role, 7).c_str(),
                   Clean(st.top_blocking_call, 20).c_str(), st.data_stage ? "" : " (model)");
     }
 
@@ -95,19 +145,19 @@ class SummaryTextWriter : public ReportWriter {
     if (a.buffers.empty()) out += "  (none)\n";
     for (const BufferStats& b : a.buffers) {
       if (b.snapshots == 0) {  // not "never empty": nothing was measured
-        out += Line("  %-24s pid %-7d cap %-5llu no snapshots", Clean(b.name, 24).c_str(), b.pid,
+        out += Line("  %s pid %-7d cap %-5llu no snapshots", Cell(b.name, 24).c_str(), b.pid,
                     static_cast<unsigned long long>(b.capacity));
         continue;
       }
-      out += Line("  %-24s pid %-7d cap %-5llu mean %5.1f%%  empty %5.1f%%  full %5.1f%%",
-                  Clean(b.name, 24).c_str(), b.pid, static_cast<unsigned long long>(b.capacity),
+      out += Line("  %s pid %-7d cap %-5llu mean %5.1f%%  empty %5.1f%%  full %5.1f%%",
+                  Cell(b.name, 24).c_str(), b.pid, static_cast<unsigned long long>(b.capacity),
                   100 * b.mean_occupancy, 100 * b.empty_fraction, 100 * b.full_fraction);
     }
 
     out += "\nProcesses\n---------\n";
     for (const ProcessStats& p : a.processes) {
-      out += Line("  pid %-7d %-6s worker %-3d samples %-7lld dropped %-5llu cpu %7.3fs wall %7.3fs  %s",
-                  p.pid, Clean(p.role, 12).c_str(), p.worker, static_cast<long long>(p.samples),
+      out += Line("  pid %-7d %s worker %-3d samples %-7lld dropped %-5llu cpu %7.3fs wall %7.3fs  %s",
+                  p.pid, Cell(p.role, 6).c_str(), p.worker, static_cast<long long>(p.samples),
                   static_cast<unsigned long long>(p.dropped), p.cpu_s, p.wall_s,
                   Clean(p.end_reason, 30).c_str());
     }
