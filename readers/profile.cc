@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 
 namespace dlprof {
 namespace {
@@ -76,6 +77,17 @@ std::string StagePathName(const Profile& p, uint32_t stage_path) {
     out += s < p.stages.size() ? p.stages[s] : "?";
   }
   return out;
+}
+
+std::string UnsymbolizedName(const Location& loc) {
+  char buf[40];
+  if (loc.module.empty()) {
+    snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(loc.address));
+    return buf;
+  }
+  snprintf(buf, sizeof(buf), "+0x%llx", static_cast<unsigned long long>(loc.module_offset));
+  const size_t slash = loc.module.rfind('/');
+  return (slash == std::string::npos ? loc.module : loc.module.substr(slash + 1)) + buf;
 }
 
 }  // namespace dlprof

@@ -160,6 +160,11 @@ inline int64_t ClampedProduct(int64_t a, int64_t b) {
 
 // "decode" or "read/decode": the names of a stage path joined by '/'.
 std::string StagePathName(const Profile& p, uint32_t stage_path);
+// What every writer calls a location the symbolizer did not name (it was not
+// run, or failed): "libfoo.so+0x1a2b" (module basename and file offset, the
+// symbolizer's own form for unknown addresses, the same in every process),
+// or "0x7f12..." outside any module.
+std::string UnsymbolizedName(const Location& loc);
 
 }  // namespace dlprof
 

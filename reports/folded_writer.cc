@@ -45,11 +45,7 @@ class FoldedWriter : public ReportWriter {
     std::string& out = fragments_[id];
     if (!out.empty()) return out;
     const Location& loc = p.locations[id];
-    if (loc.frames.empty()) {
-      char buf[32];
-      snprintf(buf, sizeof(buf), "0x%llx;", static_cast<unsigned long long>(loc.address));
-      return out = buf;
-    }
+    if (loc.frames.empty()) return out = CleanFrame(UnsymbolizedName(loc)) + ";";
     for (auto f = loc.frames.rbegin(); f != loc.frames.rend(); ++f) out += CleanFrame(f->function) + ";";
     return out;
   }

@@ -161,11 +161,6 @@ class FlameTree {
   std::unordered_map<std::string, uint32_t> name_ids_;
 };
 
-std::string Basename(const std::string& path) {
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
 // The flame-graph frames of each location (outermost first) and of each
 // stage, as name ids of one tree, computed once per location.
 class FrameNames {
@@ -177,14 +172,7 @@ class FrameNames {
     if (!out.empty()) return out;
     const dlprof::Location& loc = p_.locations[id];
     if (loc.frames.empty()) {
-      char buf[64];
-      if (!loc.module.empty()) {
-        snprintf(buf, sizeof(buf), "+0x%llx", static_cast<unsigned long long>(loc.module_offset));
-        out.push_back({tree_->Name(Basename(loc.module) + buf), kUnsymbolized});
-      } else {
-        snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(loc.address));
-        out.push_back({tree_->Name(buf), kUnsymbolized});
-      }
+      out.push_back({tree_->Name(UnsymbolizedName(loc)), kUnsymbolized});
       return out;
     }
     for (auto f = loc.frames.rbegin(); f != loc.frames.rend(); ++f) {  // outermost first
