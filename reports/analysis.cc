@@ -30,14 +30,15 @@ std::string Fmt(const char* fmt, double a, double b = 0, double c = 0) {
 std::string Pct(double f) { return Fmt("%.0f%%", 100 * f); }
 
 // Wait intervals of the training loop's thread, sorted, for "was the loop
-// waiting for data at time t?".
+// waiting for data at time t?". Half-open, [begin, end): at `end` the loop
+// has its data, and a wait that ends where the next begins is counted once.
 struct WaitIndex {
   std::vector<std::pair<int64_t, int64_t>> spans;
   bool Contains(int64_t t) const {
     auto it = std::upper_bound(spans.begin(), spans.end(), std::make_pair(t, INT64_MAX));
     if (it == spans.begin()) return false;
     --it;
-    return t >= it->first && t <= it->second;
+    return t >= it->first && t < it->second;
   }
 };
 
@@ -78,26 +79,42 @@ void AnalyzeSteps(const Profile& profile, Analysis* a, uint32_t* train_process, 
   s.process = proc;
   const int64_t sampling_start = p.sampling_start_ns;
   const bool has_baseline = Field(p, "baseline_steps", 0) > 0;
-  std::vector<double> baseline;
-  std::vector<const Interval*> sampled;
-  for (const Interval& iv : steps) {
-    if (has_baseline && iv.end_ns <= sampling_start) baseline.push_back((iv.end_ns - iv.begin_ns) / 1e9);
-    else sampled.push_back(&iv);
-  }
+  // The warm-up is the run's first steps, unsampled or not: caches, page
+  // faults and lazy set-up make them slow whoever measures them. (Dropping
+  // it from the sampled steps only, which come after an unsampled baseline,
+  // compared warm profiled steps with a cold baseline.)
   int warmup = static_cast<int>(Field(p, "warmup_steps", 2));
-  if (warmup >= static_cast<int>(sampled.size())) {
-    if (warmup > 0 && !sampled.empty()) {
-      a->warnings.push_back("only " + std::to_string(sampled.size()) +
+  if (warmup < 0) warmup = 0;
+  size_t after_baseline = 0;  // steps that end before sampling starts
+  while (has_baseline && after_baseline < steps.size() && steps[after_baseline].end_ns <= sampling_start) {
+    ++after_baseline;
+  }
+  if (static_cast<size_t>(warmup) >= steps.size()) {
+    // Not enough steps for a warm-up: keep them all rather than report none.
+    if (warmup > 0 && steps.size() > after_baseline) {
+      a->warnings.push_back("only " + std::to_string(steps.size() - after_baseline) +
                             " steps: warm-up steps kept (DLPROF_WARMUP_STEPS=" +
                             std::to_string(warmup) + ")");
     }
     warmup = 0;
   }
+  std::vector<double> baseline;
+  std::vector<const Interval*> sampled;
+  for (size_t i = static_cast<size_t>(warmup); i < steps.size(); ++i) {
+    if (i < after_baseline) baseline.push_back((steps[i].end_ns - steps[i].begin_ns) / 1e9);
+    else sampled.push_back(&steps[i]);
+  }
+  if (has_baseline && after_baseline > 0 && baseline.empty()) {
+    a->warnings.push_back("DLPROF_BASELINE_STEPS=" + std::to_string(after_baseline) +
+                          " is not more than DLPROF_WARMUP_STEPS=" + std::to_string(warmup) +
+                          ": no unprofiled step is left after the warm-up to measure the profiler's "
+                          "distortion with");
+  }
   s.warmup_dropped = warmup;
   s.baseline_count = static_cast<int>(baseline.size());
   double total_step = 0, total_wait = 0;
-  for (size_t i = warmup; i < sampled.size(); ++i) {
-    const Interval& st = *sampled[i];
+  for (const Interval* step : sampled) {
+    const Interval& st = *step;
     double wait = 0;
     for (auto it = std::lower_bound(waits->spans.begin(), waits->spans.end(),
                                     std::make_pair(st.begin_ns, INT64_MIN));
@@ -119,8 +136,13 @@ void AnalyzeSteps(const Profile& profile, Analysis* a, uint32_t* train_process, 
   s.data_wait_p90_s = Quantile(s.wait_s, 0.9);
   s.data_wait_fraction = total_step > 0 ? total_wait / total_step : 0;
   if (!baseline.empty() && s.count > 0) {
+    // Against the profiled steps right after the baseline, as many as it
+    // has: a run's step time drifts (data cached, the page cache warming),
+    // and neighbouring windows see the least of that.
     s.baseline_median_s = Quantile(baseline, 0.5);
-    if (s.baseline_median_s > 0) s.distortion = s.median_s / s.baseline_median_s - 1;
+    std::vector<double> next(s.step_s.begin(),
+                             s.step_s.begin() + std::min(s.step_s.size(), baseline.size()));
+    if (s.baseline_median_s > 0) s.distortion = Quantile(next, 0.5) / s.baseline_median_s - 1;
   }
 }
 

@@ -14,13 +14,15 @@ namespace dlprof {
 
 struct StepStats {
   int count = 0;            // steps analysed (after warm-up and baseline)
-  int warmup_dropped = 0;
-  int baseline_count = 0;   // unprofiled baseline steps (DLPROF_BASELINE_STEPS)
+  int warmup_dropped = 0;   // the run's first steps, baseline or not
+  int baseline_count = 0;   // unprofiled baseline steps after the warm-up
   double median_s = 0, p90_s = 0, p99_s = 0, mean_s = 0;
   double data_wait_median_s = 0, data_wait_p90_s = 0;
   double data_wait_fraction = 0;  // waiting / step time, summed over the steps
   double baseline_median_s = 0;   // unprofiled
-  double distortion = 0;          // profiled median / baseline median - 1 (0 if no baseline)
+  // Median of the first baseline_count profiled steps / baseline median - 1
+  // (0 if no baseline).
+  double distortion = 0;
   uint32_t process = 0;           // the training loop's process
   std::vector<double> step_s, wait_s;  // per analysed step, in order
 };
