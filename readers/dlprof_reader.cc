@@ -231,11 +231,7 @@ class FileDecoder {
       // Blocked in a syscall is off-CPU; running or runnable (waiting for a
       // core) is on. cpu_ns / wall_ns gives the exact split either way.
       s.on_cpu = state == 0;
-      Location loc;
-      loc.pseudo = true;
-      loc.frames.push_back(
-          {s.on_cpu ? "[running]" : "[off-cpu: " + SyscallName(state - 1) + "]", "", 0});
-      s.stack = p_->InternStack({p_->InternLocation(loc)});
+      s.stack = StateStack(state);
       p_->samples.push_back(s);
     }
     return true;
@@ -348,6 +344,20 @@ class FileDecoder {
   };
   std::unordered_map<uint32_t, OpenSpans> open_;
   uint64_t unknown_ids_ = 0;
+  std::unordered_map<uint64_t, uint32_t> state_stacks_;  // wall record state -> stack
+
+  // The one-frame pseudo stack of a wall record's state: "[running]" or
+  // "[off-cpu: read]". Built once per state, not once per record.
+  uint32_t StateStack(uint64_t state) {
+    auto [it, added] = state_stacks_.emplace(state, 0);
+    if (added) {
+      Location loc;
+      loc.pseudo = true;
+      loc.frames.push_back({state == 0 ? "[running]" : "[off-cpu: " + SyscallName(state - 1) + "]", "", 0});
+      it->second = p_->InternStack({p_->InternLocation(loc)});
+    }
+    return it->second;
+  }
 };
 
 uint32_t FileDecoder::StackIndex(uint32_t stack) {
