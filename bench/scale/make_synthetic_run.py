@@ -6,7 +6,7 @@ Stacks are drawn from the real functions of an ELF binary (default: the
 rt_workload test program), mapped as a PIE at a fixed base, so `dlprof report`
 symbolizes them for real. Like a real run: 1500 distinct stacks shaped as
 walks down one call tree and shared by every process (forked workers run the
-same code), stages that last ~25 ms each, a wall tick every 10 ms. Usage:
+same code), stages that last ~25 ms each, a wall tick every 10 ms (as runs). Usage:
   make_synthetic_run.py OUT_DIR [--processes 8] [--samples 250000] [--binary PATH]
 """
 import argparse
@@ -114,15 +114,26 @@ def write_process(path, pid, role, worker, samples, stacks, binary, bid, rng):
             body += varint(zigzag(t - last)) + varint(0) + varint(rng.randrange(len(stacks)) + 1) + varint(stage + 1) + varint(0)
             last = t
         out += chunk(7, varint(base) + varint(n) + bytes(body))
-        # wall ticks every 10 ms of the same second
-        wall = bytearray()
-        wlast = base
+        # wall ticks every 10 ms of the same second, run-length encoded as the
+        # runtime writes them (WALL_RUNS): a record per run of ticks in one stage
+        runs = []  # [end time, stage, ticks, cpu ns]
         for k in range(n // 10):
             wt = base + (k + 1) * 10000000
             stage = ((first + (k + 1) * 10) // 25) % len(stages)
-            wall += varint(zigzag(wt - wlast)) + varint(0) + varint(stage + 1) + varint(10000000) + varint(rng.randrange(10000000)) + varint(0)
-            wlast = wt
-        out += chunk(8, varint(base) + varint(n // 10) + bytes(wall))
+            cpu = rng.randrange(10000000)
+            if runs and runs[-1][1] == stage:
+                runs[-1][0] = wt
+                runs[-1][2] += 1
+                runs[-1][3] += cpu
+            else:
+                runs.append([wt, stage, 1, cpu])
+        wall = bytearray()
+        wlast = base
+        for end, stage, ticks, cpu in runs:
+            wall += (varint(zigzag(end - wlast)) + varint(0) + varint(stage + 1) + varint(ticks) +
+                     varint(ticks * 10000000) + varint(cpu) + varint(0))
+            wlast = end
+        out += chunk(14, varint(base) + varint(len(runs)) + bytes(wall))
     stats = {"samples": samples, "dropped_ring": 0, "dropped_busy": 0, "handler_ns": samples * 1000}
     out += chunk(12, varint(len(stats)) + b"".join(string(k) + varint(v) for k, v in stats.items()))
     out += chunk(13, varint(t))
