@@ -1,15 +1,52 @@
 #include "core/annotations.h"
 
+#include <sys/mman.h>
+
 #include <cstring>
 #include <mutex>
-#include <string>
-#include <unordered_map>
 
 namespace dlprof {
 namespace {
 
+// Nothing here allocates from the program's heap. The first
+// dlprof_stage_intern of a call site runs on the program's thread, and a
+// few small allocations there (a hash-map node, two strings) move where that
+// thread's own next allocations land: in the example pipeline that was
+// enough to make each worker's JPEG decoding 20-30% slower, with sampling
+// never armed (BENCHMARKS.md, "Data-loading case"). Names go to mmap'd
+// blocks instead, and the index is a fixed table.
+
+std::mutex g_name_mu;  // taken only inside g_stage_mu or g_buffer_mu
+char* g_name_block = nullptr;
+size_t g_name_left = 0;
+constexpr size_t kNameBlockBytes = 256 << 10;
+
+// n bytes that live as long as the process; nullptr if mmap fails.
+char* NameBytes(size_t n) {
+  std::lock_guard<std::mutex> lock(g_name_mu);
+  if (n > g_name_left) {
+    const size_t size = n > kNameBlockBytes ? n : kNameBlockBytes;
+    void* block = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (block == MAP_FAILED) return nullptr;
+    g_name_block = static_cast<char*>(block);
+    g_name_left = size;
+  }
+  char* out = g_name_block;
+  g_name_block += n;
+  g_name_left -= n;
+  return out;
+}
+
 std::mutex g_stage_mu;
-std::unordered_map<std::string, uint32_t>* g_stage_ids = nullptr;  // under g_stage_mu
+// Open addressing over stage ids (0 = empty slot), at most half full, so
+// every probe ends. The key of id i is the name as given, up to
+// kMaxStageNameBytes + 1 bytes (over-long names sharing that prefix are one
+// stage: they print the same once cut). Under g_stage_mu.
+constexpr uint32_t kStageIndexSize = 2 * kMaxStages;
+static_assert((kStageIndexSize & (kStageIndexSize - 1)) == 0, "a power of two");
+uint32_t g_stage_index[kStageIndexSize];
+const char* g_stage_keys[kMaxStages + 1];
+uint32_t g_stage_key_bytes[kMaxStages + 1];
 std::atomic<const char*> g_stage_names[kMaxStages + 1];
 std::atomic<uint32_t> g_stage_count{0};
 
@@ -30,11 +67,18 @@ const char* CopyName(const char* name, size_t max_bytes) {
     for (int i = 0; i < 3 && n > 0 && (static_cast<unsigned char>(name[n]) & 0xc0) == 0x80; ++i) --n;
     g_names_cut.fetch_add(1, std::memory_order_relaxed);
   }
-  char* copy = new char[n + (cut ? 4 : 1)];
+  char* copy = NameBytes(n + (cut ? 4 : 1));
+  if (copy == nullptr) return "?";
   memcpy(copy, name, n);
   if (cut) memcpy(copy + n, "...", 3), n += 3;
   copy[n] = '\0';
   return copy;
+}
+
+uint32_t HashBytes(const char* s, size_t n) {  // FNV-1a
+  uint32_t h = 2166136261u;
+  for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<unsigned char>(s[i])) * 16777619u;
+  return h;
 }
 
 }  // namespace
@@ -42,19 +86,24 @@ const char* CopyName(const char* name, size_t max_bytes) {
 uint32_t InternStage(const char* name) {
   if (name == nullptr) return 0;
   std::lock_guard<std::mutex> lock(g_stage_mu);
-  if (g_stage_ids == nullptr) g_stage_ids = new std::unordered_map<std::string, uint32_t>();
-  std::string key(name, strnlen(name, kMaxStageNameBytes + 1));
-  auto it = g_stage_ids->find(key);
-  if (it != g_stage_ids->end()) return it->second;
-  uint32_t id = g_stage_count.load(std::memory_order_relaxed) + 1;
-  if (id > kMaxStages) {
+  const size_t n = strnlen(name, kMaxStageNameBytes + 1);
+  uint32_t slot = HashBytes(name, n) & (kStageIndexSize - 1);
+  for (uint32_t id; (id = g_stage_index[slot]) != 0; slot = (slot + 1) & (kStageIndexSize - 1)) {
+    if (g_stage_key_bytes[id] == n && memcmp(g_stage_keys[id], name, n) == 0) return id;
+  }
+  const uint32_t id = g_stage_count.load(std::memory_order_relaxed) + 1;
+  char* key = id > kMaxStages ? nullptr : NameBytes(n);
+  if (key == nullptr) {
     // Bounded: the name is not kept; the report says how many were refused.
     g_stage_names_refused.fetch_add(1, std::memory_order_relaxed);
     return 0;
   }
+  memcpy(key, name, n);
+  g_stage_keys[id] = key;
+  g_stage_key_bytes[id] = static_cast<uint32_t>(n);
   g_stage_names[id].store(CopyName(name, kMaxStageNameBytes), std::memory_order_release);
   g_stage_count.store(id, std::memory_order_release);
-  g_stage_ids->emplace(std::move(key), id);
+  g_stage_index[slot] = id;
   return id;
 }
 

@@ -141,10 +141,27 @@ TEST(Runtime, SteadyThreadsAreTickedLessOften) {
     wall_ms[stage] += s.wall_ns / 1e6;
     if (!s.on_cpu) blocked_ms[stage] += (s.wall_ns - s.cpu_ns) / 1e6;
   }
-  // A slow tick is 50 ms: the change from spin to nap is placed within one.
-  EXPECT_NEAR(wall_ms["spin"], spin_ms, 60);
-  EXPECT_NEAR(wall_ms["nap"], nap_ms, 60);
-  EXPECT_GT(blocked_ms["nap"], 0.8 * nap_ms);
+  // A slow tick is 25 to 75 ms (50 ms, drawn from 0.5 to 1.5 periods): the
+  // change from spin to nap, and from nap to the exit, each fall in one.
+  EXPECT_NEAR(wall_ms["spin"], spin_ms, 80);
+  EXPECT_NEAR(wall_ms["nap"], nap_ms, 80);
+  EXPECT_GT(blocked_ms["nap"], nap_ms - 80);
+  // The last tick is at the exit: the thread's wall time runs to the end.
+  double total_ms = 0;
+  for (const auto& [stage, ms] : wall_ms) total_ms += ms;
+  EXPECT_NEAR(total_ms, lifetime_ms, 80);
+}
+
+// The first intern of a stage runs on the program's own thread: allocating
+// there moved the thread's later allocations and made the example's JPEG
+// decoding 20-30% slower with sampling never armed (BENCHMARKS.md).
+TEST(Runtime, AnnotationsDoNotAllocateFromTheProgramsHeap) {
+  ProfiledRun run = Profiled({"nomalloc"});
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.err;
+  EXPECT_NE(run.result.out.find("enabled=1"), std::string::npos) << run.result.out;
+  EXPECT_NE(run.result.out.find("heap_growth=0 "), std::string::npos) << run.result.out;
+  ASSERT_EQ(run.profile.processes.size(), 1u);
+  EXPECT_GE(run.profile.stages.size(), 101u);  // the 100 names were kept
 }
 
 TEST(Runtime, ForkedWorkersEachWriteTheirOwnProfile) {

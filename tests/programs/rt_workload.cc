@@ -3,6 +3,7 @@
 #include <dlprof/dlprof.hpp>
 
 #include <errno.h>
+#include <malloc.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -312,6 +313,27 @@ int Steady(int ms) {
   return 0;
 }
 
+// Interns 100 new stage names, enters and leaves each, creates and fills a
+// buffer, and prints how many bytes the program's heap grew meanwhile (all
+// malloc arenas): dlprof must not allocate there (core/annotations.cc).
+int NoMalloc() {
+  printf("nomalloc: start\n");  // stdout's buffer is allocated before measuring
+  fflush(stdout);
+  char names[100][32];
+  for (int i = 0; i < 100; ++i) snprintf(names[i], sizeof(names[i]), "stage-%d", i);
+  const size_t before = mallinfo2().uordblks;
+  for (int i = 0; i < 100; ++i) {
+    const uint32_t id = dlprof_stage_intern(names[i]);
+    dlprof_stage_enter(id);
+    dlprof_stage_exit();
+  }
+  dlprof_buffer* b = dlprof_buffer_create("nomalloc-queue", 8);
+  dlprof_buffer_set_size(b, 3);
+  const size_t after = mallinfo2().uordblks;
+  printf("heap_growth=%zu enabled=%d\n", after - before, dlprof_enabled());
+  return 0;
+}
+
 volatile sig_atomic_t g_terminated = 0;
 
 // Burns CPU until a signal ends it. With `own_handler`, the program handles
@@ -341,6 +363,7 @@ int main(int argc, char** argv) {
   if (mode == "kill") return KillWorker(n ? n : 2500);
   if (mode == "buffers") return Buffers();
   if (mode == "steady") return Steady(n ? n : 1500);
+  if (mode == "nomalloc") return NoMalloc();
   if (mode == "steps") return Steps(n ? n : 10);
   if (mode == "term") return UntilTerminated(false);
   if (mode == "spawn") return Spawn(argv[0]);
