@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -118,6 +119,9 @@ std::atomic<bool> g_collector_running{false};
 // bumps it, so a flush, an arm or a re-arm is served at once rather than at
 // the next tick, which may be a slow one (CollectorMain).
 std::atomic<uint32_t> g_collector_wake{0};
+// dlprof_set_worker's id until the collector applies it (ApplyPendingWorker).
+constexpr int kNoWorkerPending = INT32_MIN;
+std::atomic<int> g_worker_pending{kNoWorkerPending};
 // Set by the collector thread as it enters its own code (StartCollectorThread).
 std::atomic<bool> g_collector_entered{false};
 
@@ -335,6 +339,16 @@ Collector* OpenCollector() {
   return nullptr;
 }
 
+// Records a pending dlprof_set_worker in the profile. Collector lock held.
+void ApplyPendingWorker(Collector* c) {
+  const int id = g_worker_pending.exchange(kNoWorkerPending);
+  if (id == kNoWorkerPending || c == nullptr) return;
+  g_worker = id;
+  G->role = "worker";
+  c->SetProcessField("worker", std::to_string(id));
+  c->SetProcessField("role", "worker");
+}
+
 // This function is safe to call from asynchronous signals (errno kept).
 void WakeCollector() {
   const int saved_errno = errno;
@@ -474,6 +488,7 @@ void* CollectorMain(void*) {
       ArmAllLiveThreads();
     }
     RecordSamplingOff(g_collector);
+    ApplyPendingWorker(g_collector);
     steady_ticks = g_collector->SnapshotTick(now) ? 0 : steady_ticks + 1;
     g_collector->Drain();
     uint64_t requested = g_flush_requested.load(std::memory_order_acquire);
@@ -570,6 +585,7 @@ void FinishSession(const char* how) {
   DisarmAllLiveThreads();
   if (g_collector != nullptr) {
     RecordSamplingOff(g_collector);
+    ApplyPendingWorker(g_collector);
     g_collector->SetProcessField("end", how);
     g_collector->Finish(MonotonicNs());
   }
@@ -710,6 +726,7 @@ void ResetInForkChild() {
   g_collector_running.store(false);
   g_sampling_off_recorded.store(false);
   g_disarm_pending.store(false);
+  g_worker_pending.store(kNoWorkerPending);  // the parent's call, not ours
   if (!g_session_started.load()) return;
   if (g_collector != nullptr) g_collector->Abandon();  // the parent's; leaked on purpose
   g_collector = nullptr;
@@ -1128,14 +1145,10 @@ void StepAsideFromSigprof(bool behind_back) {
 
 void SetWorker(int worker_id) {
   if (!g_session_started.load()) return;
-  pthread_mutex_lock(&g_collector_mu);
-  g_worker = worker_id;
-  G->role = "worker";
-  if (g_collector != nullptr) {
-    g_collector->SetProcessField("worker", std::to_string(worker_id));
-    g_collector->SetProcessField("role", "worker");
-  }
-  pthread_mutex_unlock(&g_collector_mu);
+  // The collector writes it down: this is the program's thread, whose heap
+  // dlprof leaves alone (core/annotations.cc).
+  g_worker_pending.store(worker_id);
+  WakeCollector();
 }
 
 void OnStepEnd() {

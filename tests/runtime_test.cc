@@ -162,6 +162,7 @@ TEST(Runtime, AnnotationsDoNotAllocateFromTheProgramsHeap) {
   EXPECT_NE(run.result.out.find("heap_growth=0 "), std::string::npos) << run.result.out;
   ASSERT_EQ(run.profile.processes.size(), 1u);
   EXPECT_GE(run.profile.stages.size(), 101u);  // the 100 names were kept
+  EXPECT_EQ(run.profile.processes[0].worker, 7);  // dlprof_set_worker, written by the collector
 }
 
 TEST(Runtime, ForkedWorkersEachWriteTheirOwnProfile) {

@@ -329,6 +329,7 @@ int NoMalloc() {
   }
   dlprof_buffer* b = dlprof_buffer_create("nomalloc-queue", 8);
   dlprof_buffer_set_size(b, 3);
+  dlprof_set_worker(7);
   const size_t after = mallinfo2().uordblks;
   printf("heap_growth=%zu enabled=%d\n", after - before, dlprof_enabled());
   return 0;
