@@ -8,6 +8,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <linux/futex.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
@@ -20,6 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <string>
 
 #include <dlprof/dlprof.h>
@@ -74,7 +76,14 @@ int g_run_fd = -1;
 int g_worker = -1;
 int g_fork_seq = 0;   // in a child: its fork order among its parent's children
 int g_forks = 0;      // children forked so far
-std::atomic<int> g_baseline_remaining{0};
+// The unprofiled baseline's remaining steps (DLPROF_BASELINE_STEPS). With a
+// baseline it lives in a MAP_SHARED page, so that forked workers, which never
+// end a step themselves, see the training loop's count reach zero: each
+// process's collector arms its own threads at its next tick after that.
+std::atomic<int> g_baseline_local{0};
+std::atomic<int>* g_baseline_remaining = &g_baseline_local;
+// This process still waits for the baseline's end (its collector checks).
+std::atomic<bool> g_waiting_for_baseline{false};
 std::atomic<bool> g_arm_pending{false};
 std::atomic<int> g_fatal_signal{0};  // SIGTERM/SIGINT/SIGPROF about to kill the process
 // g_fatal_signal's value when the process ends by _exit() (no signal has it).
@@ -202,7 +211,7 @@ int StartInternalThread(pthread_t* thread, const pthread_attr_t* attr, void* (*f
 }
 
 bool Armed() {
-  return g_baseline_remaining.load(std::memory_order_relaxed) <= 0 &&
+  return g_baseline_remaining->load(std::memory_order_relaxed) <= 0 &&
          g_sampling_off.load(std::memory_order_seq_cst) == kSamplingOn;
 }
 
@@ -483,6 +492,10 @@ void* CollectorMain(void*) {
     }
     now = MonotonicNs();
     if (g_disarm_pending.exchange(false)) DisarmAllLiveThreads();
+    if (g_waiting_for_baseline.load() && g_baseline_remaining->load() <= 0) {
+      g_waiting_for_baseline.store(false);  // the baseline ended (here or in the parent)
+      g_arm_pending.store(true);
+    }
     if (g_arm_pending.exchange(false)) {
       g_collector->SetProcessField("sampling_start_ns", std::to_string(now));
       ArmAllLiveThreads();
@@ -918,7 +931,12 @@ void StartSession() {
   FindLoaderLock();
   G->role = is_main ? "main" : "worker";
   g_session_detailed = G->config.mode == Mode::kDetailed;
-  g_baseline_remaining.store(G->config.baseline_steps);
+  if (G->config.baseline_steps > 0) {
+    void* page = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (page != MAP_FAILED) g_baseline_remaining = new (page) std::atomic<int>(0);
+    g_waiting_for_baseline.store(true);
+  }
+  g_baseline_remaining->store(G->config.baseline_steps);
 
   g_collector = OpenCollector();
   if (g_collector == nullptr) return;
@@ -1152,9 +1170,8 @@ void SetWorker(int worker_id) {
 }
 
 void OnStepEnd() {
-  if (g_baseline_remaining.load(std::memory_order_relaxed) > 0 &&
-      g_baseline_remaining.fetch_sub(1) == 1) {
-    g_arm_pending.store(true);
+  if (g_baseline_remaining->load(std::memory_order_relaxed) > 0 &&
+      g_baseline_remaining->fetch_sub(1) == 1) {
     WakeCollector();  // sampling starts now, not at the next tick
   }
 }

@@ -274,6 +274,31 @@ TEST(Runtime, BaselineStepsRunUnsampled) {
   EXPECT_GT(after, 100);  // 7 steps x 30 ms of CPU at 1000 Hz
 }
 
+// A forked worker ends no step of its own: it learns the baseline's end from
+// the count the main process keeps in a shared page.
+TEST(Runtime, BaselineEndsForForkedWorkersToo) {
+  ProfiledRun run =
+      Profiled({"stepsfork", "10"}, {{"DLPROF_BASELINE_STEPS", "4"}, {"DLPROF_HZ", "1000"}});
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.err;
+  ASSERT_EQ(run.profile.processes.size(), 2u);
+  uint32_t main_index = run.profile.processes[0].role == "main" ? 0 : 1;
+  const Process& worker = run.profile.processes[1 - main_index];
+  ASSERT_EQ(worker.role, "worker");
+  std::vector<const Interval*> steps;
+  for (const Interval& iv : run.profile.intervals) {
+    if (iv.kind == IntervalKind::kStep && iv.process == main_index) steps.push_back(&iv);
+  }
+  ASSERT_EQ(steps.size(), 10u);
+  EXPECT_GE(worker.sampling_start_ns, steps[3]->end_ns);
+  int64_t before = 0, after = 0;
+  for (const Sample& s : run.profile.samples) {
+    if (s.kind != SampleKind::kCpu || s.process == main_index) continue;
+    (s.time_ns < steps[3]->end_ns ? before : after) += s.count;
+  }
+  EXPECT_EQ(before, 0);
+  EXPECT_GT(after, 50);  // it burns ~500 ms of CPU after the baseline, at 1000 Hz
+}
+
 TEST(Runtime, NoEintrLeaksIntoBlockedThreadsAt1000Hz) {
   ProfiledRun run = Profiled({"eintr", "1500"}, {{"DLPROF_HZ", "1000"}});
   EXPECT_EQ(run.result.exit_code, 0) << run.result.out << run.result.err;

@@ -272,6 +272,21 @@ int Steps(int steps) {
   return 0;
 }
 
+// Steps(steps) in the main process while a forked worker burns 800 ms of
+// CPU in stage "work": with DLPROF_BASELINE_STEPS the worker, which ends no
+// step itself, must start sampling when the main process's baseline ends.
+int StepsWithForkedWorker(int steps) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    { DLPROF_STAGE("work"); Burn(800000000); }
+    exit(0);
+  }
+  Steps(steps);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
 // Starts a copy of itself with posix_spawn (exec, not fork), and that copy
 // forks a worker of its own: all three must land in the same run.
 int Spawn(const char* self) {
@@ -366,6 +381,7 @@ int main(int argc, char** argv) {
   if (mode == "steady") return Steady(n ? n : 1500);
   if (mode == "nomalloc") return NoMalloc();
   if (mode == "steps") return Steps(n ? n : 10);
+  if (mode == "stepsfork") return StepsWithForkedWorker(n ? n : 10);
   if (mode == "term") return UntilTerminated(false);
   if (mode == "spawn") return Spawn(argv[0]);
   if (mode == "leave") return LeaveWithoutExit();
