@@ -303,15 +303,13 @@ bool Collector::SnapshotTick(int64_t now) {
                                                                         : BlockedState(s);
     }
     const uint32_t path = InternPath(stages, depth);
+    const bool changed = s->run_path != path || s->run_state != state;
     // Steady: ran the whole tick, or none of it, in the same stage path as at
     // the last tick, and left no stage in between.
     const uint32_t exits = s->stage_exits.load(std::memory_order_relaxed);
-    if (s->run_path != path || s->run_state != state || (cpu_delta > 0 && state != 0) ||
-        exits != s->last_stage_exits) {
-      moved = true;
-    }
+    if (changed || (cpu_delta > 0 && state != 0) || exits != s->last_stage_exits) moved = true;
     s->last_stage_exits = exits;
-    if (s->run_ticks > 0 && (s->run_path != path || s->run_state != state)) EndWallRun(s);
+    if (s->run_ticks > 0 && changed) EndWallRun(s);
     s->run_path = path;
     s->run_state = state;
     ++s->run_ticks;

@@ -84,7 +84,6 @@ std::atomic<int> g_baseline_local{0};
 std::atomic<int>* g_baseline_remaining = &g_baseline_local;
 // This process still waits for the baseline's end (its collector checks).
 std::atomic<bool> g_waiting_for_baseline{false};
-std::atomic<bool> g_arm_pending{false};
 std::atomic<int> g_fatal_signal{0};  // SIGTERM/SIGINT/SIGPROF about to kill the process
 // g_fatal_signal's value when the process ends by _exit() (no signal has it).
 constexpr int kQuickExit = -1;
@@ -351,7 +350,7 @@ Collector* OpenCollector() {
 // Records a pending dlprof_set_worker in the profile. Collector lock held.
 void ApplyPendingWorker(Collector* c) {
   const int id = g_worker_pending.exchange(kNoWorkerPending);
-  if (id == kNoWorkerPending || c == nullptr) return;
+  if (id == kNoWorkerPending) return;
   g_worker = id;
   G->role = "worker";
   c->SetProcessField("worker", std::to_string(id));
@@ -494,9 +493,6 @@ void* CollectorMain(void*) {
     if (g_disarm_pending.exchange(false)) DisarmAllLiveThreads();
     if (g_waiting_for_baseline.load() && g_baseline_remaining->load() <= 0) {
       g_waiting_for_baseline.store(false);  // the baseline ended (here or in the parent)
-      g_arm_pending.store(true);
-    }
-    if (g_arm_pending.exchange(false)) {
       g_collector->SetProcessField("sampling_start_ns", std::to_string(now));
       ArmAllLiveThreads();
     }

@@ -79,15 +79,18 @@ std::string StagePathName(const Profile& p, uint32_t stage_path) {
   return out;
 }
 
-std::string UnsymbolizedName(const Location& loc) {
+std::string ModuleOffsetName(const std::string& module, uint64_t offset) {
   char buf[40];
-  if (loc.module.empty()) {
-    snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(loc.address));
-    return buf;
-  }
-  snprintf(buf, sizeof(buf), "+0x%llx", static_cast<unsigned long long>(loc.module_offset));
-  const size_t slash = loc.module.rfind('/');
-  return (slash == std::string::npos ? loc.module : loc.module.substr(slash + 1)) + buf;
+  snprintf(buf, sizeof(buf), "+0x%llx", static_cast<unsigned long long>(offset));
+  const size_t slash = module.rfind('/');
+  return (slash == std::string::npos ? module : module.substr(slash + 1)) + buf;
+}
+
+std::string UnsymbolizedName(const Location& loc) {
+  if (!loc.module.empty()) return ModuleOffsetName(loc.module, loc.module_offset);
+  char buf[40];
+  snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(loc.address));
+  return buf;
 }
 
 }  // namespace dlprof

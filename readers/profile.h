@@ -160,10 +160,12 @@ inline int64_t ClampedProduct(int64_t a, int64_t b) {
 
 // "decode" or "read/decode": the names of a stage path joined by '/'.
 std::string StagePathName(const Profile& p, uint32_t stage_path);
+// "libfoo.so+0x1a2b": a module's basename and a file offset, the name of
+// code nothing else names (the same in every process that maps the module).
+std::string ModuleOffsetName(const std::string& module, uint64_t offset);
 // What every writer calls a location the symbolizer did not name (it was not
-// run, or failed): "libfoo.so+0x1a2b" (module basename and file offset, the
-// symbolizer's own form for unknown addresses, the same in every process),
-// or "0x7f12..." outside any module.
+// run, or failed): ModuleOffsetName, as the symbolizer names addresses it
+// cannot resolve, or "0x7f12..." outside any module.
 std::string UnsymbolizedName(const Location& loc);
 
 }  // namespace dlprof

@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -352,9 +351,7 @@ Symbolizer::Module* Symbolizer::GetModule(const std::string& path, const std::st
 
 // What is known of an address no debug info or symbol covers.
 Frame UnknownFrame(const std::string& module_name, uint64_t module_offset) {
-  char buf[40];
-  std::snprintf(buf, sizeof(buf), "+0x%" PRIx64, module_offset);
-  return Frame{module_name + buf, "", 0};
+  return Frame{ModuleOffsetName(module_name, module_offset), "", 0};
 }
 
 std::vector<Frame> Symbolizer::Frames(Module* m, uint64_t vaddr, uint64_t module_offset) {
@@ -447,9 +444,7 @@ void Symbolizer::Symbolize(std::vector<Location>* locs, const std::vector<bool>&
     Location& loc = (*locs)[i];
     if (loc.pseudo || !loc.frames.empty()) continue;
     if (loc.module.empty()) {
-      char buf[32];
-      std::snprintf(buf, sizeof(buf), "0x%" PRIx64, loc.address);
-      loc.frames.push_back(Frame{buf, "", 0});
+      loc.frames.push_back(Frame{UnsymbolizedName(loc), "", 0});
       continue;
     }
     if (m_of == nullptr || m_of->module != loc.module || m_of->build_id != loc.build_id) {

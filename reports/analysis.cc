@@ -85,14 +85,14 @@ void AnalyzeSteps(const Profile& profile, Analysis* a, uint32_t* train_process, 
   // compared warm profiled steps with a cold baseline.)
   int warmup = static_cast<int>(Field(p, "warmup_steps", 2));
   if (warmup < 0) warmup = 0;
-  size_t after_baseline = 0;  // steps that end before sampling starts
-  while (has_baseline && after_baseline < steps.size() && steps[after_baseline].end_ns <= sampling_start) {
-    ++after_baseline;
+  size_t unsampled = 0;  // the baseline: steps that end before sampling starts
+  while (has_baseline && unsampled < steps.size() && steps[unsampled].end_ns <= sampling_start) {
+    ++unsampled;
   }
   if (static_cast<size_t>(warmup) >= steps.size()) {
     // Not enough steps for a warm-up: keep them all rather than report none.
-    if (warmup > 0 && steps.size() > after_baseline) {
-      a->warnings.push_back("only " + std::to_string(steps.size() - after_baseline) +
+    if (warmup > 0 && steps.size() > unsampled) {
+      a->warnings.push_back("only " + std::to_string(steps.size() - unsampled) +
                             " steps: warm-up steps kept (DLPROF_WARMUP_STEPS=" +
                             std::to_string(warmup) + ")");
     }
@@ -101,11 +101,11 @@ void AnalyzeSteps(const Profile& profile, Analysis* a, uint32_t* train_process, 
   std::vector<double> baseline;
   std::vector<const Interval*> sampled;
   for (size_t i = static_cast<size_t>(warmup); i < steps.size(); ++i) {
-    if (i < after_baseline) baseline.push_back((steps[i].end_ns - steps[i].begin_ns) / 1e9);
+    if (i < unsampled) baseline.push_back((steps[i].end_ns - steps[i].begin_ns) / 1e9);
     else sampled.push_back(&steps[i]);
   }
-  if (has_baseline && after_baseline > 0 && baseline.empty()) {
-    a->warnings.push_back("DLPROF_BASELINE_STEPS=" + std::to_string(after_baseline) +
+  if (has_baseline && unsampled > 0 && baseline.empty()) {
+    a->warnings.push_back("DLPROF_BASELINE_STEPS=" + std::to_string(Field(p, "baseline_steps", 0)) +
                           " is not more than DLPROF_WARMUP_STEPS=" + std::to_string(warmup) +
                           ": no unprofiled step is left after the warm-up to measure the profiler's "
                           "distortion with");
