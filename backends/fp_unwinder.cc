@@ -87,6 +87,7 @@ int LeafReturnSlot(uintptr_t pc) {
 class FpUnwinder : public Unwinder {
  public:
   const char* name() const override { return "fp"; }
+  bool HoldsLocks() const override { return false; }
 
   // This function is safe to call from asynchronous signals (but is not
   // re-entrant on one thread). It does not allocate, lock or fault.

@@ -27,6 +27,12 @@ class ItimerTimerSource : public TimerSource {
            "by the scheduler tick";
   }
 
+  // The kernel sends ITIMER_PROF's signal with SI_KERNEL; so does any other
+  // kernel-raised SIGPROF, of which there is none.
+  // This function is safe to call from asynchronous signals.
+  bool IsOwnSignal(const siginfo_t* info) const override { return info->si_code == SI_KERNEL; }
+  bool SurvivesExec() const override { return true; }
+
   bool Start(int signo, int hz, std::string* error) override {
     if (signo != SIGPROF) {
       *error = "itimer: setitimer(ITIMER_PROF) can only deliver SIGPROF";
@@ -66,10 +72,16 @@ class ItimerTimerSource : public TimerSource {
   // ignores signals on threads it no longer samples.
   void DisarmThread(ThreadTimer* t) override { t->armed = false; }
 
+  // Stops the process's ITIMER_PROF only while it is ours: a program that
+  // set its own interval since keeps it.
   void Stop() override {
-    itimerval zero;
-    memset(&zero, 0, sizeof(zero));
-    setitimer(ITIMER_PROF, &zero, nullptr);
+    itimerval now;
+    if (process_armed_ && getitimer(ITIMER_PROF, &now) == 0 &&
+        now.it_interval.tv_sec == period_.tv_sec && now.it_interval.tv_usec == period_.tv_usec) {
+      itimerval zero;
+      memset(&zero, 0, sizeof(zero));
+      setitimer(ITIMER_PROF, &zero, nullptr);
+    }
     process_armed_ = false;
     started_ = false;
   }

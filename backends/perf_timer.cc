@@ -66,6 +66,12 @@ class PerfTimerSource : public TimerSource {
   }
   bool CpuTimeWeighted() const override { return true; }
 
+  // F_SETSIG makes the kernel fill in the poll band as si_code.
+  // This function is safe to call from asynchronous signals.
+  bool IsOwnSignal(const siginfo_t* info) const override {
+    return info->si_code >= POLL_IN && info->si_code <= POLL_HUP;
+  }
+
   bool Start(int signo, int hz, std::string* error) override {
     if (hz <= 0 || hz > 100000) {
       *error = "perf: hz must be in [1, 100000], got " + std::to_string(hz);

@@ -115,6 +115,12 @@ class PosixTimerSource : public TimerSource {
     t->armed = false;
   }
 
+  // Our timers carry this source as sival_ptr (ArmThread).
+  // This function is safe to call from asynchronous signals.
+  bool IsOwnSignal(const siginfo_t* info) const override {
+    return info->si_code == SI_TIMER && info->si_value.sival_ptr == this;
+  }
+
   // This function is safe to call from asynchronous signals.
   int Overrun(const siginfo_t* info) const override {
     if (info == nullptr || info->si_code != SI_TIMER || info->si_value.sival_ptr != this) return 0;

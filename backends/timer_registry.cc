@@ -72,6 +72,13 @@ class AutoTimerSource : public TimerSource {
   }
   // This function is safe to call from asynchronous signals.
   int Overrun(const siginfo_t* info) const override { return chosen_ ? chosen_->Overrun(info) : 0; }
+  // The chosen source's own test: its signals carry its identity (a POSIX
+  // timer's sival_ptr is the inner source, not this wrapper).
+  // This function is safe to call from asynchronous signals.
+  bool IsOwnSignal(const siginfo_t* info) const override {
+    return chosen_ != nullptr && chosen_->IsOwnSignal(info);
+  }
+  bool SurvivesExec() const override { return chosen_ && chosen_->SurvivesExec(); }
 
  private:
   std::unique_ptr<TimerSource> chosen_;

@@ -59,8 +59,19 @@ class TimerSource {
   virtual bool CpuTimeWeighted() const { return false; }
 
   // Extra samples this signal stands for (POSIX timer overruns), read from the
-  // siginfo. Safe to call from asynchronous signals.
+  // siginfo. This function is safe to call from asynchronous signals.
   virtual int Overrun(const siginfo_t* info) const { (void)info; return 0; }
+
+  // True when `info` describes a signal this source sent (after Start), false
+  // for the program's own (raise, kill, its own timers). Everything else that
+  // reaches the handler is delivered as the program asked. This function is
+  // safe to call from asynchronous signals.
+  virtual bool IsOwnSignal(const siginfo_t* info) const = 0;
+
+  // True when the source's timer outlives execve() (setitimer's does): the
+  // caller then Stop()s it before an exec and Start()s it again if the exec
+  // fails. Per-thread perf events and POSIX timers die with the image.
+  virtual bool SurvivesExec() const { return false; }
 };
 
 // "perf", "posix", "itimer", best first, each with whether it works here.

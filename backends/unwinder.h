@@ -42,6 +42,11 @@ class Unwinder {
   // Called once on each thread before its first sample, outside any signal
   // handler: warm caches, touch lazily-bound symbols.
   virtual void PrepareThread() {}
+
+  // True when Unwind() may hold a lock of its own while it runs (libunwind's
+  // and gperftools' caches), which a fork() child would inherit held. The
+  // core then unwinds by frame pointers while a fork is under way.
+  virtual bool HoldsLocks() const { return true; }
 };
 
 struct BackendInfo {

@@ -307,6 +307,8 @@ void SetProcessFields(Collector* c) {
   c->SetProcessField("snapshot_ms", std::to_string(G->config.snapshot_ms));
   c->SetProcessField("unwinder", G->unwinder->name());
   c->SetProcessField("timer", G->timer->name());
+  // Why "auto" settled on it (perf refused in a container, say).
+  c->SetProcessField("timer_note", G->timer->note());
   c->SetProcessField("clock", "monotonic");
   c->SetProcessField("warmup_steps", std::to_string(G->config.warmup_steps));
   c->SetProcessField("baseline_steps", std::to_string(G->config.baseline_steps));
@@ -394,15 +396,10 @@ void DisarmAllLiveThreads() {
   }
 }
 
-// The process-wide ITIMER_PROF, when it is ours: the "itimer" source's timer
-// is not per thread. A program that set its own (different) interval keeps it.
+// A process-wide timer (setitimer) is not stopped by disarming threads.
+// (Its Stop() leaves an interval the program set itself alone.)
 void StopProcessTimer() {
-  if (G->timer == nullptr || strcmp(G->timer->name(), "itimer") != 0) return;
-  itimerval now;
-  if (getitimer(ITIMER_PROF, &now) != 0) return;
-  const long us = now.it_interval.tv_sec * 1000000L + now.it_interval.tv_usec;
-  const long ours = G->config.hz == 1 ? 1000000L : 1000000L / G->config.hz;
-  if (us == ours) G->timer->Stop();
+  if (G->timer != nullptr && !G->timer->PerThread()) G->timer->Stop();
 }
 
 // Switches sampling off for good (first reason wins); false if it already was.
@@ -517,7 +514,7 @@ void* CollectorMain(void*) {
       break;
     }
     if (g_rearm_pending.exchange(false)) {  // an exec failed: sample again
-      if (G->timer != nullptr && strcmp(G->timer->name(), "itimer") == 0) {
+      if (G->timer != nullptr && G->timer->SurvivesExec()) {
         std::string error;
         G->timer->Start(kProfilingSignal, G->config.hz, &error);
       }
@@ -526,7 +523,7 @@ void* CollectorMain(void*) {
     const bool exec_end = g_exec_end_pending.exchange(false);
     if (exec_end) {
       DisarmAllLiveThreads();
-      StopProcessTimer();  // setitimer's timer would outlive the exec
+      if (G->timer->SurvivesExec()) G->timer->Stop();  // it would kill the new image
       g_collector->SetProcessField("end", "exec");
     }
     if (now - last_flush >= 1000000000LL || requested != g_flush_done.load() || exec_end) {
@@ -938,13 +935,12 @@ void StartSession() {
   if (g_collector == nullptr) return;
 
   g_sampler.unwinder = G->unwinder.get();
-  if (strcmp(G->unwinder->name(), "fp") != 0) G->fork_unwinder = MakeUnwinder("fp", &error);
+  if (G->unwinder->HoldsLocks()) G->fork_unwinder = MakeUnwinder("fp", &error);
   g_sampler.fork_unwinder = G->fork_unwinder ? G->fork_unwinder.get() : G->unwinder.get();
   g_sampler.timer = G->timer.get();
   g_sampler.weigh_by_cpu_time = G->timer->CpuTimeWeighted();
   g_sampler.period_ns = 1000000000LL / G->config.hz;
   g_sampler.max_frames = G->config.max_frames < kMaxFrames ? G->config.max_frames : kMaxFrames;
-  g_sampler.own_signals = OwnSignalsOf(G->timer->name());
   g_sampler.on_foreign = OnForeignSigprof;
   // A SIGPROF handler that was there first (a library constructor, the
   // program's .preinit_array, gperftools' profiler) keeps SIGPROF: no

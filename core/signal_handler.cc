@@ -24,22 +24,9 @@ int64_t MonotonicNs() {
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
-OwnSignals OwnSignalsOf(const char* timer_name) {
-  if (strcmp(timer_name, "perf") == 0) return kOwnPerf;
-  if (strcmp(timer_name, "posix") == 0) return kOwnPosix;
-  if (strcmp(timer_name, "itimer") == 0) return kOwnItimer;
-  return kOwnAny;
-}
-
 bool IsOwnSignal(const siginfo_t* info) {
-  switch (g_sampler.own_signals) {
-    case kOwnPerf: return info->si_code >= POLL_IN && info->si_code <= POLL_HUP;
-    case kOwnPosix:
-      return info->si_code == SI_TIMER &&
-             info->si_value.sival_ptr == static_cast<void*>(g_sampler.timer);
-    case kOwnItimer: return info->si_code == SI_KERNEL;
-    default: return true;
-  }
+  const TimerSource* timer = g_sampler.timer;
+  return timer != nullptr && timer->IsOwnSignal(info);
 }
 
 bool InstallSignalHandler(int signo) {

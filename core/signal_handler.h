@@ -22,12 +22,6 @@ constexpr int kMaxFrames = 512;
 //   frame count words: pcs, leaf first
 constexpr uint64_t kSampleTag = 0xD1;
 
-// Which SIGPROFs the timer source sends (the rest come from the program):
-// perf events signal with si_code POLL_IN/POLL_HUP (F_SETSIG), our POSIX
-// timers with SI_TIMER and the source as sival_ptr, ITIMER_PROF with SI_KERNEL.
-enum OwnSignals : int { kOwnAny = 0, kOwnPerf, kOwnPosix, kOwnItimer };
-OwnSignals OwnSignalsOf(const char* timer_name);
-
 struct SamplerState {
   Unwinder* unwinder = nullptr;
   TimerSource* timer = nullptr;
@@ -43,14 +37,14 @@ struct SamplerState {
   Unwinder* fork_unwinder = nullptr;        // used while the fence is up (frame pointers)
   std::atomic<uint64_t> fork_samples{0};   // samples taken by it
   std::atomic<uint64_t> fork_fence_ns{0};  // time the fence was up, in all
-  OwnSignals own_signals = kOwnAny;
   // Called (from the handler) for a SIGPROF the timer source did not send.
   void (*on_foreign)(int signo, siginfo_t* info, void* ucontext) = nullptr;
 };
 extern SamplerState g_sampler;
 
-// True when `info` describes a signal of the timer source in use (see
-// OwnSignals). This function is safe to call from asynchronous signals.
+// True when `info` describes a signal of the timer source in use
+// (TimerSource::IsOwnSignal); false before a source is set.
+// This function is safe to call from asynchronous signals.
 bool IsOwnSignal(const siginfo_t* info);
 
 // Installs HandleProfilingSignal for `signo` with SA_RESTART | SA_SIGINFO.
