@@ -110,8 +110,10 @@ std::map<std::string, double> CpuShareByStage(const Profile& p, const std::vecto
   return share;
 }
 
-// "mix 2000": 10/30/60% of 2 s of CPU in stages a/b/c, by the program's own
-// thread CPU clock, plus a thread made after start.
+// "mixjitter 2000": 10/30/60% of 2 s of CPU in stages a/b/c, by the
+// program's own thread CPU clock, in cycles of random length (the sources
+// here are checked on the scheduler tick and would alias with a fixed
+// cycle), plus a thread made after start.
 void ExpectMixSharesHold(const WorkloadRun& run, const char* timer) {
   ASSERT_EQ(run.term_signal, 0) << "killed by signal " << run.term_signal << "\n" << run.err;
   ASSERT_EQ(run.exit_code, 0) << run.err;
@@ -130,7 +132,7 @@ void ExpectMixSharesHold(const WorkloadRun& run, const char* timer) {
 }
 
 TEST(TimerFallback, PerfRefusedBySeccompFallsBackToPosixTimersAndTheProgramLives) {
-  WorkloadRun run = RunWorkload({"mix", "2000"}, {{"DLPROF_SAMPLE", "1"}, {"DLPROF_HZ", "250"}}, true);
+  WorkloadRun run = RunWorkload({"mixjitter", "2000"}, {{"DLPROF_SAMPLE", "1"}, {"DLPROF_HZ", "250"}}, true);
   ExpectMixSharesHold(run, "posix");
   // The fallback is said once in the profile, not on the program's stderr.
   const auto& fields = run.profile.processes[0].fields;
@@ -139,7 +141,7 @@ TEST(TimerFallback, PerfRefusedBySeccompFallsBackToPosixTimersAndTheProgramLives
 
 TEST(TimerFallback, PerfRefusedAt1000HzStillEndsCleanly) {
   // 1000 Hz asks for more than the tick gives: overruns carry the rest.
-  WorkloadRun run = RunWorkload({"mix", "1000"}, {{"DLPROF_SAMPLE", "1"}, {"DLPROF_HZ", "1000"}}, true);
+  WorkloadRun run = RunWorkload({"mixjitter", "1000"}, {{"DLPROF_SAMPLE", "1"}, {"DLPROF_HZ", "1000"}}, true);
   ASSERT_EQ(run.term_signal, 0) << "killed by signal " << run.term_signal << "\n" << run.err;
   EXPECT_EQ(run.exit_code, 0) << run.err;
   auto share = CpuShareByStage(run.profile, {"a", "b", "c"});
@@ -147,20 +149,20 @@ TEST(TimerFallback, PerfRefusedAt1000HzStillEndsCleanly) {
 }
 
 TEST(TimerFallback, PosixTimersChosenByNameSampleTheWholeRun) {
-  WorkloadRun run = RunWorkload({"mix", "2000"},
+  WorkloadRun run = RunWorkload({"mixjitter", "2000"},
                         {{"DLPROF_SAMPLE", "1"}, {"DLPROF_HZ", "250"}, {"DLPROF_TIMER", "posix"}}, false);
   ExpectMixSharesHold(run, "posix");
 }
 
 TEST(TimerFallback, ItimerChosenByNameSamplesTheWholeRun) {
-  WorkloadRun run = RunWorkload({"mix", "2000"},
+  WorkloadRun run = RunWorkload({"mixjitter", "2000"},
                         {{"DLPROF_SAMPLE", "1"}, {"DLPROF_HZ", "250"}, {"DLPROF_TIMER", "itimer"}}, false);
   ExpectMixSharesHold(run, "itimer");
 }
 
 TEST(TimerFallback, ProgramOutputIsTheSameWithPerfRefused) {
-  WorkloadRun plain = RunWorkload({"mix", "500"}, {{"DLPROF_SAMPLE", "0"}}, true);
-  WorkloadRun profiled = RunWorkload({"mix", "500"}, {{"DLPROF_SAMPLE", "1"}, {"DLPROF_HZ", "1000"}}, true);
+  WorkloadRun plain = RunWorkload({"mixjitter", "500"}, {{"DLPROF_SAMPLE", "0"}}, true);
+  WorkloadRun profiled = RunWorkload({"mixjitter", "500"}, {{"DLPROF_SAMPLE", "1"}, {"DLPROF_HZ", "1000"}}, true);
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   EXPECT_EQ(profiled.exit_code, plain.exit_code) << profiled.err;
   EXPECT_EQ(profiled.term_signal, 0);

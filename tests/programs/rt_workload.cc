@@ -52,15 +52,23 @@ __attribute__((noinline)) void BurnInStageC(int64_t ns) { DLPROF_STAGE("c"); Bur
 
 // 10% / 30% / 60% of `total_ms` CPU in stages a / b / c, interleaved finely so
 // the split holds over any window; then a stage that sleeps (off-CPU).
-int Mix(int total_ms) {
+// With `jitter`, each 10 ms cycle is stretched by a random factor in
+// [0.5, 1.5): timers checked on the scheduler tick (4 ms) would otherwise
+// alias with the fixed cycle (the phases 0, 2, 4, 6, 8 ms put a fifth of
+// the ticks in a, whatever its share).
+int Mix(int total_ms, bool jitter = false) {
   std::thread late([total_ms] {  // created after start: must be sampled too
     DLPROF_STAGE("late");
     Burn(total_ms * 1000000LL / 4);
   });
-  for (int done = 0; done < total_ms; done += 10) {
-    BurnInStageA(1000000);
-    BurnInStageB(3000000);
-    BurnInStageC(6000000);
+  uint64_t rng = 0x9e3779b97f4a7c15ULL;
+  for (int64_t done = 0; done < total_ms * 1000000LL;) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    const int64_t cycle = jitter ? 5000000 + static_cast<int64_t>(rng % 10000000) : 10000000;
+    BurnInStageA(cycle / 10);
+    BurnInStageB(cycle * 3 / 10);
+    BurnInStageC(cycle * 6 / 10);
+    done += cycle;
   }
   late.join();
   {
@@ -374,6 +382,7 @@ int main(int argc, char** argv) {
   std::string mode = argv[1];
   int n = argc > 2 ? atoi(argv[2]) : 0;
   if (mode == "mix") return Mix(n ? n : 1000);
+  if (mode == "mixjitter") return Mix(n ? n : 1000, true);
   if (mode == "fork") return Fork(n ? n : 3);
   if (mode == "eintr") return Eintr(n ? n : 1000);
   if (mode == "kill") return KillWorker(n ? n : 2500);
