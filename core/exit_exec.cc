@@ -17,8 +17,6 @@
 
 #include <atomic>
 
-#include <dlprof/dlprof.h>
-
 #include "core/exit_exec.h"
 #include "core/session.h"
 
@@ -97,78 +95,54 @@ void ResolveExecFunctions() {
   Next(&g_execveat, "execveat");
 }
 
-}  // namespace dlprof
 
-using dlprof::AroundExec;
-
-extern "C" DLPROF_EXPORT void _exit(int status) {
-  dlprof::BeforeQuickExit(status);
+void ProgramQuickExit(int status) {
+  BeforeQuickExit(status);
   // The next _exit (glibc's, or a sanitizer's, which reports first); if it was
   // never resolved, what glibc's does.
-  if (auto f = dlprof::g_exit.load(std::memory_order_acquire)) f(status);
+  if (auto f = g_exit.load(std::memory_order_acquire)) f(status);
   for (;;) {
     syscall(SYS_exit_group, status);
     syscall(SYS_exit, status);
   }
 }
 
-extern "C" DLPROF_EXPORT void _Exit(int status) { _exit(status); }
-
-extern "C" DLPROF_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) {
-  auto f = dlprof::Next(&dlprof::g_execve, "execve");
-  return f ? AroundExec([&] { return f(path, argv, envp); }) : dlprof::NoFunction();
+int ProgramExecve(const char* path, char* const argv[], char* const envp[]) {
+  auto f = Next(&g_execve, "execve");
+  return f ? AroundExec([&] { return f(path, argv, envp); }) : NoFunction();
 }
 
-extern "C" DLPROF_EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) {
-  auto f = dlprof::Next(&dlprof::g_execvpe, "execvpe");
-  return f ? AroundExec([&] { return f(file, argv, envp); }) : dlprof::NoFunction();
+int ProgramExecvpe(const char* file, char* const argv[], char* const envp[]) {
+  auto f = Next(&g_execvpe, "execvpe");
+  return f ? AroundExec([&] { return f(file, argv, envp); }) : NoFunction();
 }
 
-extern "C" DLPROF_EXPORT int execv(const char* path, char* const argv[]) {
-  auto f = dlprof::Next(&dlprof::g_execv, "execv");
-  return f ? AroundExec([&] { return f(path, argv); }) : dlprof::NoFunction();
+int ProgramExecv(const char* path, char* const argv[]) {
+  auto f = Next(&g_execv, "execv");
+  return f ? AroundExec([&] { return f(path, argv); }) : NoFunction();
 }
 
-extern "C" DLPROF_EXPORT int execvp(const char* file, char* const argv[]) {
-  auto f = dlprof::Next(&dlprof::g_execvp, "execvp");
-  return f ? AroundExec([&] { return f(file, argv); }) : dlprof::NoFunction();
+int ProgramExecvp(const char* file, char* const argv[]) {
+  auto f = Next(&g_execvp, "execvp");
+  return f ? AroundExec([&] { return f(file, argv); }) : NoFunction();
 }
 
-extern "C" DLPROF_EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) {
-  auto f = dlprof::Next(&dlprof::g_fexecve, "fexecve");
-  return f ? AroundExec([&] { return f(fd, argv, envp); }) : dlprof::NoFunction();
+int ProgramFexecve(int fd, char* const argv[], char* const envp[]) {
+  auto f = Next(&g_fexecve, "fexecve");
+  return f ? AroundExec([&] { return f(fd, argv, envp); }) : NoFunction();
 }
 
-extern "C" DLPROF_EXPORT int execveat(int dirfd, const char* path, char* const argv[],
-                                      char* const envp[], int flags) {
-  auto f = dlprof::Next(&dlprof::g_execveat, "execveat");
-  return f ? AroundExec([&] { return f(dirfd, path, argv, envp, flags); }) : dlprof::NoFunction();
+int ProgramExecveat(int dirfd, const char* path, char* const argv[], char* const envp[],
+                    int flags) {
+  auto f = Next(&g_execveat, "execveat");
+  return f ? AroundExec([&] { return f(dirfd, path, argv, envp, flags); }) : NoFunction();
 }
 
-// The list forms build their argv on the stack and go through the vector forms.
-extern "C" DLPROF_EXPORT int execl(const char* path, const char* arg0, ...) {
-  va_list ap;
-  va_start(ap, arg0);
-  const int rc = dlprof::WithListArgs(arg0, ap, false,
-                                      [&](char** argv, char* const*) { return execv(path, argv); });
-  va_end(ap);
-  return rc;
+int ExecWithListArgs(const char* arg0, va_list ap, bool env_follows,
+                     int (*call)(const char* target, char* const argv[], char* const envp[]),
+                     const char* target) {
+  return WithListArgs(arg0, ap, env_follows,
+                      [&](char** argv, char* const* envp) { return call(target, argv, envp); });
 }
 
-extern "C" DLPROF_EXPORT int execlp(const char* file, const char* arg0, ...) {
-  va_list ap;
-  va_start(ap, arg0);
-  const int rc = dlprof::WithListArgs(arg0, ap, false,
-                                      [&](char** argv, char* const*) { return execvp(file, argv); });
-  va_end(ap);
-  return rc;
-}
-
-extern "C" DLPROF_EXPORT int execle(const char* path, const char* arg0, ...) {
-  va_list ap;
-  va_start(ap, arg0);
-  const int rc = dlprof::WithListArgs(
-      arg0, ap, true, [&](char** argv, char* const* envp) { return execve(path, argv, envp); });
-  va_end(ap);
-  return rc;
-}
+}  // namespace dlprof

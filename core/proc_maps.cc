@@ -9,7 +9,6 @@
 
 #include <atomic>
 
-#include <dlprof/dlprof.h>  // DLPROF_EXPORT
 
 #include <cstdio>
 #include <cstring>
@@ -178,24 +177,22 @@ std::vector<MapEntry> ReadExecutableMappings() {
   return out;
 }
 
-}  // namespace dlprof
-
-// See proc_maps.h. This function is safe to call from asynchronous signals
-// when t_in_unwind is set (it then only tries the lock).
 // Not instrumented by ASan (nor, by the build, TSan): the sanitizer's own
 // start-up calls dl_iterate_phdr before its shadow memory exists, and reaches
 // this one first when it is in the executable (the test programs link
 // dlprof_core, whose exec interposer their subprocess helper pulls in).
-extern "C" DLPROF_EXPORT __attribute__((no_sanitize("address"))) int dl_iterate_phdr(int (*callback)(dl_phdr_info*, size_t, void*),
-                                             void* data) {
-  auto next = dlprof::NextIteratePhdr();
-  pthread_mutex_t* lock = dlprof::g_loader_lock;
-  if (!dlprof::t_in_unwind || lock == nullptr) return next(callback, data);
-  if (dlprof::g_loader_unusable.load(std::memory_order_relaxed) || pthread_mutex_trylock(lock) != 0) {
-    dlprof::g_loader_busy.fetch_add(1, std::memory_order_relaxed);
+__attribute__((no_sanitize("address"))) int ProgramDlIteratePhdr(
+    int (*callback)(dl_phdr_info*, size_t, void*), void* data) {
+  auto next = NextIteratePhdr();
+  pthread_mutex_t* lock = g_loader_lock;
+  if (!t_in_unwind || lock == nullptr) return next(callback, data);
+  if (g_loader_unusable.load(std::memory_order_relaxed) || pthread_mutex_trylock(lock) != 0) {
+    g_loader_busy.fetch_add(1, std::memory_order_relaxed);
     return 0;  // as if nothing were loaded: the unwinder stops at this frame
   }
   int result = next(callback, data);  // takes the (recursive) lock again, at once
   pthread_mutex_unlock(lock);
   return result;
 }
+
+}  // namespace dlprof

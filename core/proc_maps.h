@@ -3,6 +3,8 @@
 #ifndef DLPROF_CORE_PROC_MAPS_H_
 #define DLPROF_CORE_PROC_MAPS_H_
 
+#include <link.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -46,6 +48,9 @@ bool LoaderLockInheritedHeld();
 // deadlock), the lookup fails and the stack is cut there, counted in
 // LoaderBusyLookups(). Everywhere else it is glibc's.
 extern __thread bool t_in_unwind __attribute__((tls_model("initial-exec")));
+// The interposer's work (core/hooks.cc). This function is safe to call from
+// asynchronous signals when t_in_unwind is set (it then only tries the lock).
+int ProgramDlIteratePhdr(int (*callback)(struct dl_phdr_info*, size_t, void*), void* data);
 uint64_t LoaderBusyLookups();
 // From now on this process never calls dl_iterate_phdr (the maps come from
 // /proc/self/maps alone, without build-ids; the generation stays put).

@@ -33,17 +33,10 @@
 #include "core/collector.h"
 #include "core/config.h"
 #include "core/exit_exec.h"
+#include "core/hooks.h"
 #include "core/proc_maps.h"
 #include "core/signal_handler.h"
 #include "core/signals.h"
-
-// libdlprof's own pthread_create (the interposer at the bottom of this file),
-// by an address no other definition can interpose: hidden, so it is bound
-// here and not looked up (unlike &pthread_create, which is the global one).
-// Same attributes as <pthread.h> gives pthread_create.
-extern "C" int dlprof_own_pthread_create(pthread_t*, const pthread_attr_t*, void* (*)(void*),
-                                         void*) noexcept
-    __attribute__((alias("pthread_create"), visibility("hidden"), nonnull(1, 3)));
 
 namespace dlprof {
 
@@ -194,7 +187,7 @@ PthreadCreateFn RealPthreadCreate() {
 PthreadCreateFn InternalPthreadCreate() {
   static PthreadCreateFn internal = [] {
     auto first = reinterpret_cast<PthreadCreateFn>(dlsym(RTLD_DEFAULT, "pthread_create"));
-    return first == nullptr || first == dlprof_own_pthread_create ? RealPthreadCreate() : first;
+    return first == nullptr || first == OwnPthreadCreateAddress() ? RealPthreadCreate() : first;
   }();
   return internal;
 }
@@ -1170,25 +1163,24 @@ void OnStepEnd() {
 
 }  // namespace dlprof
 
-// Every thread made with pthread_create is registered before its start
-// routine runs, except dlprof's own (started through the sanitizer's
-// interceptor, if any, which may call this again on the same thread: see
-// t_starting_internal_thread).
-extern "C" DLPROF_EXPORT int pthread_create(pthread_t* thread, const pthread_attr_t* attr,
-                                            void* (*fn)(void*), void* arg) {
-  auto real = dlprof::RealPthreadCreate();
-  if (dlprof::t_starting_internal_thread ||
-      !dlprof::g_session_started.load(std::memory_order_acquire)) {
+namespace dlprof {
+
+int ProgramPthreadCreate(pthread_t* thread, const pthread_attr_t* attr, void* (*fn)(void*),
+                         void* arg) {
+  auto real = RealPthreadCreate();
+  if (t_starting_internal_thread || !g_session_started.load(std::memory_order_acquire)) {
     return real(thread, attr, fn, arg);
   }
-  if (dlprof::g_behind_other_pthread_create) {
-    return dlprof::CreateBehindOtherPthreadCreate(real, thread, attr, fn, arg);
+  if (g_behind_other_pthread_create) {
+    return CreateBehindOtherPthreadCreate(real, thread, attr, fn, arg);
   }
-  auto* start = new (std::nothrow) dlprof::ThreadStart{fn, arg};
+  auto* start = new (std::nothrow) ThreadStart{fn, arg};
   if (start == nullptr) return real(thread, attr, fn, arg);
-  int rc = real(thread, attr, dlprof::ThreadTrampoline, start);
+  int rc = real(thread, attr, ThreadTrampoline, start);
   if (rc != 0) delete start;
   return rc;
 }
+
+}  // namespace dlprof
 
 __attribute__((constructor)) static void DlprofLibraryStart() { dlprof::StartSession(); }

@@ -8,18 +8,13 @@
 
 #include <dlprof/dlprof.h>
 
+#include "core/hooks.h"
 #include "core/session.h"
 #include "core/signal_handler.h"
 
 // glibc's own entry points, for when the next definitions cannot be found.
 extern "C" int __sigaction(int signo, const struct sigaction* act, struct sigaction* old);
 extern "C" void (*bsd_signal(int signo, void (*handler)(int)))(int);
-
-// libdlprof's own sigaction (the interposer at the bottom of this file), by an
-// address no other definition can interpose (hidden: bound here, not looked up).
-// Same attributes as <signal.h> gives sigaction.
-extern "C" int dlprof_own_sigaction(int, const struct sigaction*, struct sigaction*) noexcept
-    __attribute__((alias("sigaction"), visibility("hidden")));
 
 namespace dlprof {
 namespace {
@@ -60,7 +55,7 @@ SigactionFn FirstSigaction() {
   SigactionFn f = g_first_sigaction.load(std::memory_order_acquire);
   if (f == nullptr) {  // only before ResolveSignalFunctions(): not from a signal handler
     f = reinterpret_cast<SigactionFn>(dlsym(RTLD_DEFAULT, "sigaction"));
-    if (f == nullptr || f == dlprof_own_sigaction) f = NextSigaction();
+    if (f == nullptr || f == OwnSigactionAddress()) f = NextSigaction();
     g_first_sigaction.store(f, std::memory_order_release);
   }
   return f;
@@ -278,25 +273,18 @@ bool SigprofTakenBehindOurBack() {
 
 void ResetSignalLockInForkChild() { g_lock.clear(std::memory_order_release); }
 
-}  // namespace dlprof
-
-// The program's sigaction() and signal(): see core/signals.h. Everything but
-// the three signals dlprof may own goes straight to glibc (or the next
-// sanitizer), and so do dlprof's own calls coming back through a sanitizer's
-// interceptor (RealSigaction).
-extern "C" DLPROF_EXPORT int sigaction(int signo, const struct sigaction* __restrict act,
-                                       struct sigaction* __restrict old) noexcept {
-  dlprof::Owned* o = dlprof::Slot(signo);
-  if (dlprof::t_own_call || o == nullptr || !o->owned.load(std::memory_order_acquire)) {
-    return dlprof::NextSigaction()(signo, act, old);
+int ProgramSigactionCall(int signo, const struct sigaction* act, struct sigaction* old) {
+  Owned* o = Slot(signo);
+  if (t_own_call || o == nullptr || !o->owned.load(std::memory_order_acquire)) {
+    return NextSigaction()(signo, act, old);
   }
-  return dlprof::ProgramSigaction(signo, o, act, old);
+  return ProgramSigaction(signo, o, act, old);
 }
 
-extern "C" DLPROF_EXPORT void (*signal(int signo, void (*handler)(int)) noexcept)(int) {
-  dlprof::Owned* o = dlprof::Slot(signo);
+void (*ProgramSignalCall(int signo, void (*handler)(int)))(int) {
+  Owned* o = Slot(signo);
   if (o == nullptr || !o->owned.load(std::memory_order_acquire)) {
-    return dlprof::NextSignal()(signo, handler);
+    return NextSignal()(signo, handler);
   }
   // What glibc's signal() asks for: BSD semantics.
   struct sigaction act {}, old{};
@@ -304,6 +292,8 @@ extern "C" DLPROF_EXPORT void (*signal(int signo, void (*handler)(int)) noexcept
   sigemptyset(&act.sa_mask);
   sigaddset(&act.sa_mask, signo);
   act.sa_flags = SA_RESTART;
-  if (dlprof::ProgramSigaction(signo, o, &act, &old) != 0) return SIG_ERR;
+  if (ProgramSigaction(signo, o, &act, &old) != 0) return SIG_ERR;
   return old.sa_handler;
 }
+
+}  // namespace dlprof

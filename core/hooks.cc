@@ -1,0 +1,108 @@
+// Every libc function libdlprof interposes, and nothing else: the whole
+// surface where dlprof steps between the program and glibc, one thin
+// forwarder each (async-profiler keeps its hooks.cpp the same way). The work
+// lives with the module that owns it (see core/hooks.h); a call dlprof has no
+// business with goes straight to the next definition.
+#include "core/hooks.h"
+
+#include <link.h>
+#include <stdarg.h>
+#include <unistd.h>
+
+#include <dlprof/dlprof.h>  // DLPROF_EXPORT
+
+#include "core/exit_exec.h"
+#include "core/proc_maps.h"
+
+// Same attributes as glibc's declarations give them.
+extern "C" int dlprof_own_pthread_create(pthread_t*, const pthread_attr_t*, void* (*)(void*),
+                                         void*) noexcept
+    __attribute__((alias("pthread_create"), visibility("hidden"), nonnull(1, 3)));
+extern "C" int dlprof_own_sigaction(int, const struct sigaction*, struct sigaction*) noexcept
+    __attribute__((alias("sigaction"), visibility("hidden")));
+
+namespace dlprof {
+
+PthreadCreateFn OwnPthreadCreateAddress() { return dlprof_own_pthread_create; }
+SigactionFn OwnSigactionAddress() { return dlprof_own_sigaction; }
+
+}  // namespace dlprof
+
+// --- threads ---
+
+extern "C" DLPROF_EXPORT int pthread_create(pthread_t* thread, const pthread_attr_t* attr,
+                                            void* (*fn)(void*), void* arg) {
+  return dlprof::ProgramPthreadCreate(thread, attr, fn, arg);
+}
+
+// --- signals ---
+
+extern "C" DLPROF_EXPORT int sigaction(int signo, const struct sigaction* __restrict act,
+                                       struct sigaction* __restrict old) noexcept {
+  return dlprof::ProgramSigactionCall(signo, act, old);
+}
+
+extern "C" DLPROF_EXPORT void (*signal(int signo, void (*handler)(int)) noexcept)(int) {
+  return dlprof::ProgramSignalCall(signo, handler);
+}
+
+// --- leaving the image: _exit and exec ---
+
+extern "C" DLPROF_EXPORT void _exit(int status) { dlprof::ProgramQuickExit(status); }
+extern "C" DLPROF_EXPORT void _Exit(int status) { dlprof::ProgramQuickExit(status); }
+
+extern "C" DLPROF_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) {
+  return dlprof::ProgramExecve(path, argv, envp);
+}
+extern "C" DLPROF_EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) {
+  return dlprof::ProgramExecvpe(file, argv, envp);
+}
+extern "C" DLPROF_EXPORT int execv(const char* path, char* const argv[]) {
+  return dlprof::ProgramExecv(path, argv);
+}
+extern "C" DLPROF_EXPORT int execvp(const char* file, char* const argv[]) {
+  return dlprof::ProgramExecvp(file, argv);
+}
+extern "C" DLPROF_EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) {
+  return dlprof::ProgramFexecve(fd, argv, envp);
+}
+extern "C" DLPROF_EXPORT int execveat(int dirfd, const char* path, char* const argv[],
+                                      char* const envp[], int flags) {
+  return dlprof::ProgramExecveat(dirfd, path, argv, envp, flags);
+}
+
+// The list forms build their argv on the stack and go through the vector forms.
+extern "C" DLPROF_EXPORT int execl(const char* path, const char* arg0, ...) {
+  va_list ap;
+  va_start(ap, arg0);
+  const int rc = dlprof::ExecWithListArgs(
+      arg0, ap, false, [](const char* p, char* const a[], char* const*) { return execv(p, a); },
+      path);
+  va_end(ap);
+  return rc;
+}
+extern "C" DLPROF_EXPORT int execlp(const char* file, const char* arg0, ...) {
+  va_list ap;
+  va_start(ap, arg0);
+  const int rc = dlprof::ExecWithListArgs(
+      arg0, ap, false, [](const char* f, char* const a[], char* const*) { return execvp(f, a); },
+      file);
+  va_end(ap);
+  return rc;
+}
+extern "C" DLPROF_EXPORT int execle(const char* path, const char* arg0, ...) {
+  va_list ap;
+  va_start(ap, arg0);
+  const int rc = dlprof::ExecWithListArgs(
+      arg0, ap, true,
+      [](const char* p, char* const a[], char* const* e) { return execve(p, a, e); }, path);
+  va_end(ap);
+  return rc;
+}
+
+// --- the loader (libunwind's lookups from the signal handler) ---
+
+extern "C" DLPROF_EXPORT __attribute__((no_sanitize("address"))) int dl_iterate_phdr(
+    int (*callback)(dl_phdr_info*, size_t, void*), void* data) {
+  return dlprof::ProgramDlIteratePhdr(callback, data);
+}
