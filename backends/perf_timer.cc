@@ -10,6 +10,16 @@
 // handler makes no syscall. F_SETOWN_EX with F_OWNER_TID sends the signal to
 // the sampled thread, not to the process.
 //
+// No descriptor stays in the program's fd table: once armed, the event is
+// held by a read-only mapping of its one-page user area (MADV_DONTFORK, so a
+// fork child holds nothing) and the fd is closed. The program may then close
+// every fd or dup2 over any number without touching dlprof's events, and a
+// low RLIMIT_NOFILE is all the program's. Unmapping is disarming: the last
+// reference goes and the event with it; an exec drops it the same way. The
+// kernel charges the page to perf_event_mlock_kb (516 KiB per user by
+// default); past it (and without CAP_IPC_LOCK) the mapping is refused, and
+// the event keeps its fd instead, moved high (backends/private_fd.h).
+//
 // User mode only (exclude_kernel=1), on purpose. A tick that lands while the
 // thread is inside a syscall would queue the signal there, and a pending
 // signal makes nanosleep, poll, epoll_wait and select fail with EINTR even
@@ -23,6 +33,7 @@
 #include <fcntl.h>
 #include <linux/perf_event.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -30,6 +41,7 @@
 #include <cstring>
 
 #include "backends/backend_factories.h"
+#include "backends/private_fd.h"
 
 namespace dlprof {
 namespace {
@@ -78,6 +90,7 @@ class PerfTimerSource : public TimerSource {
       return false;
     }
     signo_ = signo;
+    page_ = static_cast<size_t>(sysconf(_SC_PAGESIZE));
     period_ns_ = 1000000000ull / static_cast<uint64_t>(hz);
     // Open (and close) one event on this thread now, so that a kernel or
     // sandbox that refuses perf events (perf_event_paranoid=3, seccomp, no
@@ -114,18 +127,37 @@ class PerfTimerSource : public TimerSource {
       *error = Errno("perf: arming the event", err);
       return false;
     }
-    t->fd = fd;
+    void* map = mmap(nullptr, page_, PROT_READ, MAP_SHARED,
+                     fd, 0);
+    if (map != MAP_FAILED) {
+      madvise(map, page_, MADV_DONTFORK);
+      close(fd);  // the mapping holds the event now
+      t->map = map;
+    } else {
+      PrivateFd kept = KeepPrivate(fd);
+      uint64_t id = 0;
+      if (!kept.valid() || ioctl(kept.fd, PERF_EVENT_IOC_ID, &id) != 0) {
+        ReleasePrivate(&kept);
+        *error = Errno("perf: keeping the event", errno);
+        return false;
+      }
+      t->fd = kept.fd;
+      t->event_id = id;
+    }
     t->armed = true;
     return true;
   }
 
   void DisarmThread(ThreadTimer* t) override {
-    if (t->fd >= 0) {
+    if (t->map != nullptr) {
+      munmap(t->map, page_);
+    } else if (StillOurEvent(*t)) {
       // Disable first: close() alone leaves the event counting until the last
       // reference goes, and a forked child may still hold one.
       ioctl(t->fd, PERF_EVENT_IOC_DISABLE, 0);
       close(t->fd);
     }
+    t->map = nullptr;
     t->fd = -1;
     t->armed = false;
   }
@@ -135,15 +167,25 @@ class PerfTimerSource : public TimerSource {
   void Stop() override { started_ = false; }
 
   void ForgetInherited(ThreadTimer* t) override {
-    // The fd shares its open file with the parent's: disabling it or clearing
-    // O_ASYNC would stop the parent's samples. Dropping our reference is all.
-    if (t->fd >= 0) close(t->fd);
+    // A mapping did not come over (MADV_DONTFORK). An fd shares its open file
+    // with the parent's: disabling it or clearing O_ASYNC would stop the
+    // parent's samples. Dropping our reference is all.
+    if (t->map == nullptr && StillOurEvent(*t)) close(t->fd);
+    t->map = nullptr;
     t->fd = -1;
     t->armed = false;
   }
 
  private:
+  // The fd still names our event: the program may have closed the number
+  // and opened a perf event of its own under it. Async-signal-safe.
+  static bool StillOurEvent(const ThreadTimer& t) {
+    uint64_t id = 0;
+    return t.fd >= 0 && ioctl(t.fd, PERF_EVENT_IOC_ID, &id) == 0 && id == t.event_id;
+  }
+
   int signo_ = 0;
+  size_t page_ = 4096;  // the user page's size (a perf mapping is exactly one)
   uint64_t period_ns_ = 0;
   std::atomic<bool> started_{false};
 };

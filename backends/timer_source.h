@@ -18,7 +18,13 @@ namespace dlprof {
 // What a per-thread timer needs to be disarmed later. Plain data so it can live
 // in the preallocated thread slot.
 struct ThreadTimer {
-  int fd = -1;           // perf_event fd
+  // A perf event is held by a mapping of its user page, with no descriptor
+  // in the program's fd table; only when the kernel refuses the mapping
+  // (perf_event_mlock_kb spent) is it held by `fd`, kept high and checked
+  // by the event's id before use (perf fds share one inode).
+  void* map = nullptr;
+  int fd = -1;
+  uint64_t event_id = 0;
   timer_t timer{};       // POSIX timer id
   bool armed = false;
 };

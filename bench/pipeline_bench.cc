@@ -245,7 +245,7 @@ void BM_CollectorDrainFlush(benchmark::State& state) {
   static int file_seq = 0;
   Collector c;
   std::string error;
-  if (!c.Open(Scratch().fd, "writer-" + std::to_string(++file_seq) + ".dlprof", &error)) {
+  if (!c.Open(Scratch().fd, Scratch().path, "writer-" + std::to_string(++file_seq) + ".dlprof", &error)) {
     state.SkipWithError(error.c_str());
     return;
   }
@@ -283,7 +283,7 @@ void BM_CollectorSnapshotTick(benchmark::State& state) {
   Collector c;
   std::string error;
   static int file_seq = 0;
-  if (!c.Open(Scratch().fd, "ticks-" + std::to_string(++file_seq) + ".dlprof", &error)) {
+  if (!c.Open(Scratch().fd, Scratch().path, "ticks-" + std::to_string(++file_seq) + ".dlprof", &error)) {
     state.SkipWithError(error.c_str());
     return;
   }
@@ -312,7 +312,7 @@ const std::string& DlprofFile() {
     dlprof_buffer* buffer = PrefetchBuffer();
     Collector c;
     std::string error;
-    if (!c.Open(Scratch().fd, "main-1.dlprof", &error)) std::abort();
+    if (!c.Open(Scratch().fd, Scratch().path, "main-1.dlprof", &error)) std::abort();
     SetFields(&c);
     int64_t t = NowNs();
     c.SetProcessField("start_ns", std::to_string(t));

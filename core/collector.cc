@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -71,15 +72,18 @@ std::string ThreadName(pid_t tid) {
 // 0 if the thread is running, else 1 + the number of the syscall it is
 // blocked in (from /proc/self/task/<tid>/syscall).
 uint64_t BlockedState(ThreadSlot* s) {
-  if (s->syscall_fd < 0) {
+  // Checked before each read: the program may have closed the number and
+  // reused it for a file of its own (which must not be read: it may be a pipe).
+  if (!StillPrivate(s->syscall_fd)) {
+    ForgetPrivate(&s->syscall_fd);
     char path[64];
     snprintf(path, sizeof(path), "/proc/self/task/%d/syscall",
              s->tid.load(std::memory_order_relaxed));
-    s->syscall_fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (s->syscall_fd < 0) return 0;
+    s->syscall_fd = KeepPrivate(open(path, O_RDONLY | O_CLOEXEC));
+    if (!s->syscall_fd.valid()) return 0;
   }
   char buf[32];
-  ssize_t n = pread(s->syscall_fd, buf, sizeof(buf) - 1, 0);
+  ssize_t n = pread(s->syscall_fd.fd, buf, sizeof(buf) - 1, 0);
   if (n <= 0) return 0;
   buf[n] = '\0';
   char* end = nullptr;
@@ -97,23 +101,55 @@ void Collector::Stream::PutTime(int64_t t) {
   ++count;
 }
 
-bool Collector::Open(int dir_fd, const std::string& name, std::string* error) {
-  fd_ = openat(dir_fd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd_ < 0) {
+bool Collector::Open(int dir_fd, const std::string& dir_path, const std::string& name,
+                     std::string* error) {
+  file_ = KeepPrivate(
+      openat(dir_fd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!file_.valid()) {
     *error = "cannot create " + name + ": " + strerror(errno);
     return false;
   }
+  file_dev_ = file_.dev;
+  file_ino_ = file_.ino;
   name_ = name;
+  path_ = dir_path + "/" + name;
   std::string header(DLPROF_FILE_MAGIC, 8);
   PutU32(&header, DLPROF_FORMAT_VERSION);
   PutU32(&header, 0);
-  if (!WriteAll(fd_, 0, header.data(), header.size())) {
+  if (!WriteAll(file_.fd, 0, header.data(), header.size())) {
     *error = "cannot write " + name + ": " + strerror(errno);
-    close(fd_);
-    fd_ = -1;
+    ReleasePrivate(&file_);
     return false;
   }
   bytes_written_ = header.size();
+  opened_ = true;
+  return true;
+}
+
+bool Collector::WriteToFile(const std::string& out) {
+  if (!EnsureFileIsOurs()) {
+    errno = EBADF;
+    return false;
+  }
+  return WriteAll(file_.fd, bytes_written_, out.data(), out.size());
+}
+
+bool Collector::EnsureFileIsOurs() {
+  if (StillPrivate(file_)) return true;
+  // The program closed our descriptor (and may have reused its number for a
+  // file of its own). Open ours again by path, and only if it is the same
+  // file: a file put there by someone else is not written to.
+  ForgetPrivate(&file_);
+  const int fd = open(path_.c_str(), O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+  PrivateFd again = KeepPrivate(fd);
+  struct stat st {};
+  if (!again.valid() || again.dev != file_dev_ || again.ino != file_ino_ ||
+      fstat(again.fd, &st) != 0 || static_cast<uint64_t>(st.st_size) != bytes_written_) {
+    ReleasePrivate(&again);
+    return false;
+  }
+  file_ = again;
+  ++reopened_;
   return true;
 }
 
@@ -241,8 +277,7 @@ void Collector::Drain() {
     if (state == kSlotExited) {
       EndWallRun(s);
       AddRetiredCounters(s);
-      if (s->syscall_fd >= 0) close(s->syscall_fd);
-      s->syscall_fd = -1;
+      ReleasePrivate(&s->syscall_fd);
       s->state.store(kSlotFree, std::memory_order_release);
     }
   }
@@ -355,11 +390,11 @@ void Collector::AppendProcessChunk(std::string* out) {
 }
 
 bool Collector::WriteProcessChunk() {
-  if (fd_ < 0 || failed_) return false;
+  if (!opened_ || failed_) return false;
   std::string out;
   AppendProcessChunk(&out);
   if (out.empty()) return true;
-  if (!WriteAll(fd_, bytes_written_, out.data(), out.size())) {
+  if (!WriteToFile(out)) {
     process_dirty_ = true;  // the next Flush tries again, and reports
     return false;
   }
@@ -368,7 +403,7 @@ bool Collector::WriteProcessChunk() {
 }
 
 bool Collector::Flush() {
-  if (fd_ < 0 || failed_) return false;
+  if (!opened_ || failed_) return false;
   // Open wall runs end at a flush, so a killed process loses at most a
   // second. First: a run may define its thread, whose chunk comes next.
   for (int i = 0, limit = SlotLimit(); i < limit; ++i) {
@@ -494,7 +529,7 @@ bool Collector::Flush() {
   }
   AppendChunk(&out, DLPROF_CHUNK_STATS, p);
 
-  if (!WriteAll(fd_, bytes_written_, out.data(), out.size())) {
+  if (!WriteToFile(out)) {
     failed_ = true;
     const int err = errno;
     char msg[512];
@@ -502,7 +537,9 @@ bool Collector::Flush() {
                        "dlprof: cannot write %s (%s%s); profiling of this process stops, "
                        "what was written stays readable\n",
                        name_.c_str(), strerror(err),
-                       err == EFBIG ? ": the file size limit, ulimit -f, is reached" : "");
+                       err == EFBIG   ? ": the file size limit, ulimit -f, is reached"
+                       : err == EBADF ? ": the program closed it, and it cannot be opened again"
+                                      : "");
     if (len > 0) (void)!write(STDERR_FILENO, msg, static_cast<size_t>(len));
     return false;
   }
@@ -511,29 +548,31 @@ bool Collector::Flush() {
 }
 
 bool Collector::WriteEnd(int64_t end_ns) {
-  if (fd_ < 0 || failed_) return false;
+  if (!opened_ || failed_) return false;
   std::string out, p;
   PutVarint(&p, static_cast<uint64_t>(end_ns));
   AppendChunk(&out, DLPROF_CHUNK_END, p);
-  if (!WriteAll(fd_, bytes_written_, out.data(), out.size())) return false;
+  if (!WriteToFile(out)) return false;
   bytes_written_ += out.size();
   return true;
 }
 
 void Collector::Finish(int64_t end_ns) {
-  if (fd_ < 0) return;
+  if (!opened_) return;
   // A last tick, so each thread's wall time runs to the end, not to the
   // last regular tick (up to 1.5 slow periods earlier).
   SnapshotTick(end_ns);
   Drain();
   if (Flush()) WriteEnd(end_ns);
-  close(fd_);
-  fd_ = -1;
+  ReleasePrivate(&file_);
+  opened_ = false;
 }
 
+// The child's descriptor shares the parent's open file: closing it only
+// drops the child's reference.
 void Collector::Abandon() {
-  if (fd_ >= 0) close(fd_);
-  fd_ = -1;
+  ReleasePrivate(&file_);
+  opened_ = false;
 }
 
 }  // namespace dlprof

@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backends/private_fd.h"
 #include "core/thread_registry.h"
 
 namespace dlprof {
@@ -19,8 +20,13 @@ class Collector {
  public:
   // Creates `name` in the folder `dir_fd` (never overwriting, never following
   // a symlink, mode 0600) and writes the file header. False and *error if not.
-  bool Open(int dir_fd, const std::string& name, std::string* error);
-  bool is_open() const { return fd_ >= 0; }
+  // `dir_path` is the folder's absolute path: the file is opened again by it
+  // if the program closes dlprof's descriptor (backends/private_fd.h).
+  bool Open(int dir_fd, const std::string& dir_path, const std::string& name,
+            std::string* error);
+  bool is_open() const { return opened_; }
+  // How often the program closed the file's descriptor under dlprof.
+  int reopened() const { return reopened_; }
   const std::string& file_name() const { return name_; }
 
   // Process facts for the PROCESS chunk (written at the next Flush).
@@ -64,8 +70,16 @@ class Collector {
   void AppendProcessChunk(std::string* out);
   void AddRetiredCounters(ThreadSlot* s);
 
-  int fd_ = -1;
-  std::string name_;
+  // The descriptor, checked before every write; opened again by path (the
+  // same file only) when the program took its number.
+  bool EnsureFileIsOurs();
+  bool WriteToFile(const std::string& out);
+  PrivateFd file_;
+  bool opened_ = false;
+  dev_t file_dev_ = 0;
+  ino_t file_ino_ = 0;
+  int reopened_ = 0;
+  std::string name_, path_;
   bool failed_ = false;
   uint64_t bytes_written_ = 0;
   uint64_t samples_total_ = 0;

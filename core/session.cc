@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -57,6 +58,7 @@ struct SessionGlobals {
   std::unique_ptr<Unwinder> fork_unwinder;  // frame pointers, while a fork is under way
   std::unique_ptr<TimerSource> timer;
   std::string run_id;
+  std::string run_path;  // absolute: DLPROF_OUT/<run-id>
   std::string role = "main";
 };
 SessionGlobals* G = nullptr;
@@ -65,7 +67,10 @@ pthread_mutex_t g_collector_mu = PTHREAD_MUTEX_INITIALIZER;
 std::atomic<bool> g_stop{false};
 std::atomic<uint64_t> g_flush_requested{0};
 std::atomic<uint64_t> g_flush_done{0};
-int g_run_fd = -1;
+// The run folder, kept at a high number and checked before each use (the
+// program owns the fd table: backends/private_fd.h); opened again by its
+// absolute path when the program took the number.
+PrivateFd g_run_dir;
 int g_worker = -1;
 int g_fork_seq = 0;   // in a child: its fork order among its parent's children
 int g_forks = 0;      // children forked so far
@@ -324,13 +329,38 @@ void SetProcessFields(Collector* c) {
 
 // Creates <role>-<pid>.dlprof in the run folder, never overwriting (an exec'd
 // image with the same pid gets a numbered name).
+// The run folder's descriptor, opened again by path if the program closed
+// ours (only the same folder: its identity is checked).
+int RunDirFd() {
+  if (StillPrivate(g_run_dir)) return g_run_dir.fd;
+  const dev_t dev = g_run_dir.dev;
+  const ino_t ino = g_run_dir.ino;
+  ForgetPrivate(&g_run_dir);
+  PrivateFd again = KeepPrivate(
+      open(G->run_path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (again.valid() && (again.dev != dev || again.ino != ino)) ReleasePrivate(&again);
+  g_run_dir = again;
+  if (!g_run_dir.valid()) {
+    // Keep the identity, so a later try still refuses another folder.
+    g_run_dir.dev = dev;
+    g_run_dir.ino = ino;
+  }
+  return g_run_dir.fd;
+}
+
 Collector* OpenCollector() {
   auto* c = new Collector();
-  std::string error;
+  std::string error = "the run folder " + G->run_path + " cannot be opened again";
+  const int dir_fd = RunDirFd();
+  if (dir_fd < 0) {
+    Warn("dlprof: " + error + "; profiling off for this process");
+    delete c;
+    return nullptr;
+  }
   for (int attempt = 0; attempt < 100; ++attempt) {
     std::string name = G->role + "-" + std::to_string(getpid()) +
                        (attempt ? "." + std::to_string(attempt) : "") + ".dlprof";
-    if (c->Open(g_run_fd, name, &error)) {
+    if (c->Open(dir_fd, G->run_path, name, &error)) {
       SetProcessFields(c);
       c->WriteProcessChunk();
       return c;
@@ -775,8 +805,7 @@ void ResetInForkChild() {
     t_tid = CurrentTid();
     self->tid.store(t_tid);
     self->timer = ThreadTimer{};
-    if (self->syscall_fd >= 0) close(self->syscall_fd);
-    self->syscall_fd = -1;
+    ReleasePrivate(&self->syscall_fd);
   }
   g_collector = OpenCollector();
   if (g_collector == nullptr) {
@@ -804,7 +833,23 @@ bool ValidRunId(const char* id) {
 // Opens (creating 0700 if needed) DLPROF_OUT and the run folder inside it,
 // never following a symlink. All processes of a run share DLPROF_RUN_ID.
 bool OpenRunFolder(bool* is_main) {
+  // Absolute, and so in the environment too: a worker spawned after the
+  // program changed its folder must find the same run.
+  if (!G->config.out_dir.empty() && G->config.out_dir[0] != '/') {
+    char cwd[PATH_MAX];
+    if (getcwd(cwd, sizeof(cwd)) == nullptr) {
+      Warn("dlprof: cannot resolve the relative DLPROF_OUT " + G->config.out_dir +
+           " (no current folder); profiling off");
+      return false;
+    }
+    G->config.out_dir = std::string(cwd) + "/" + G->config.out_dir;
+    setenv("DLPROF_OUT", G->config.out_dir.c_str(), 1);
+  }
   const std::string& out = G->config.out_dir;
+  // Missing parents are made too (0700, like the folder itself).
+  for (size_t slash = out.find('/', 1); slash != std::string::npos; slash = out.find('/', slash + 1)) {
+    mkdir(out.substr(0, slash).c_str(), 0700);
+  }
   if (mkdir(out.c_str(), 0700) != 0 && errno != EEXIST) {
     Warn("dlprof: cannot create DLPROF_OUT folder " + out + ": " + strerror(errno) +
          "; profiling off");
@@ -852,8 +897,10 @@ bool OpenRunFolder(bool* is_main) {
     close(out_fd);
     return false;
   }
-  g_run_fd = openat(out_fd, G->run_id.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (g_run_fd >= 0 && created && *is_main) {
+  g_run_dir =
+      KeepPrivate(openat(out_fd, G->run_id.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  G->run_path = out + "/" + G->run_id;
+  if (g_run_dir.valid() && created && *is_main) {
     // "latest" names the newest run; replaced atomically.
     std::string tmp = ".latest." + std::to_string(getpid());
     if (symlinkat(G->run_id.c_str(), out_fd, tmp.c_str()) == 0 &&
@@ -862,19 +909,18 @@ bool OpenRunFolder(bool* is_main) {
     }
   }
   close(out_fd);
-  if (g_run_fd < 0) {
+  if (!g_run_dir.valid()) {
     Warn("dlprof: cannot open run folder " + out + "/" + G->run_id + ": " + strerror(errno) +
          "; profiling off");
     return false;
   }
   // The run folder's name is predictable: one made in advance by another user
   // (or left open to others) could take or swap our files.
-  if (fstat(g_run_fd, &st) == 0 && (st.st_uid != geteuid() || (st.st_mode & 022) != 0)) {
+  if (fstat(g_run_dir.fd, &st) == 0 && (st.st_uid != geteuid() || (st.st_mode & 022) != 0)) {
     Warn("dlprof: run folder " + out + "/" + G->run_id +
          (st.st_uid != geteuid() ? " is owned by another user" : " is writable by other users") +
          ": refused; profiling off");
-    close(g_run_fd);
-    g_run_fd = -1;
+    ReleasePrivate(&g_run_dir);
     return false;
   }
   return true;

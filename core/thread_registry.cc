@@ -71,8 +71,7 @@ ThreadSlot* ClaimSlot(pid_t tid) {
     s->tid.store(tid, std::memory_order_relaxed);
     s->bounds = tid == CurrentTid() ? CurrentStackBounds() : StackBounds{};
     s->timer = ThreadTimer{};
-    if (s->syscall_fd >= 0) close(s->syscall_fd);
-    s->syscall_fd = -1;
+    ReleasePrivate(&s->syscall_fd);
     return s;
   }
   return nullptr;

@@ -11,6 +11,7 @@
 
 #include <dlprof/dlprof.h>
 
+#include "backends/private_fd.h"
 #include "backends/timer_source.h"
 #include "backends/unwinder.h"
 #include "core/word_ring.h"
@@ -56,7 +57,7 @@ struct ThreadSlot {
 
   // Collector-only fields (never touched by the handler).
   int file_index = -1;     // thread index in the profile file, -1 = not yet written
-  int syscall_fd = -1;     // /proc/self/task/<tid>/syscall, for off-CPU states
+  PrivateFd syscall_fd;    // /proc/self/task/<tid>/syscall, for off-CPU states
   int64_t last_cpu_ns = -1;
   int64_t last_wall_ns = 0;
   uint32_t last_stage_exits = 0;  // stage_exits at the previous wall tick
