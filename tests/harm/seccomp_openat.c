@@ -1,0 +1,56 @@
+/* seccomp_openat errno|kill: a sandboxing program. After 100 ms of CPU it
+ * installs a seccomp filter that denies open/openat (EPERM, or kills the
+ * process with SIGSYS), then burns 1 s of CPU and exits 0. In errno mode it
+ * checks that its own open fails with EPERM. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+
+#include "harm.h"
+
+#if defined(__x86_64__)
+#define HARM_AUDIT_ARCH AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define HARM_AUDIT_ARCH AUDIT_ARCH_AARCH64
+#else
+#error "seccomp_openat: unsupported architecture"
+#endif
+
+#ifndef __NR_open
+#define __NR_open __NR_openat  /* aarch64 has only openat */
+#endif
+
+int main(int argc, char** argv) {
+  int kill_mode = argc > 1 && strcmp(argv[1], "kill") == 0;
+  harm_burn_ms(100);
+  unsigned action = kill_mode ? SECCOMP_RET_KILL_PROCESS : SECCOMP_RET_ERRNO | EPERM;
+  struct sock_filter filter[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, HARM_AUDIT_ARCH, 1, 0),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_openat, 1, 0),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_open, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, action),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  struct sock_fprog prog = {(unsigned short)(sizeof(filter) / sizeof(filter[0])), filter};
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+      prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) != 0) {
+    printf("cannot install the filter: %s\n", strerror(errno));
+    return 1;
+  }
+  printf("filter installed (%s)\n", kill_mode ? "kill" : "EPERM");
+  fflush(stdout);
+  if (!kill_mode) {
+    int fd = open("/proc/self/status", O_RDONLY);
+    printf("own open: %d (%s)\n", fd, fd < 0 ? strerror(errno) : "allowed");
+  }
+  harm_burn_ms(1000);
+  printf("done\n");
+  return 0;
+}
