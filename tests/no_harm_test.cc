@@ -71,11 +71,12 @@ struct Pair {
   Profile profile;
   std::vector<std::string> read_errors;
 
-  // CPU samples of the processes whose command contains `command` ("" = all).
-  uint64_t Samples(const std::string& command = "") const {
+  // CPU samples of the processes whose command line starts with `program`
+  // (a path, as the tests run it; "" = all).
+  uint64_t Samples(const std::string& program = "") const {
     uint64_t n = 0;
     for (const Process& p : profile.processes) {
-      if (p.command.find(command) != std::string::npos) n += p.samples;
+      if (p.command.rfind(program, 0) == 0) n += p.samples;
     }
     return n;
   }
@@ -206,32 +207,34 @@ void ExpectSamplesWith(const std::vector<std::string>& argv, const std::map<std:
   ASSERT_EQ(p.plain.result.exit_code, 0) << "the program fails even without dlprof: " << Show(p.plain.result);
   EXPECT_TRUE(NoHarm(p));
   EXPECT_EQ(p.profiled.result.exit_code, 0) << Show(p.profiled.result);
-  // 2 threads x 1 s of CPU at 1000 Hz: about 2000 samples.
-  EXPECT_GT(p.Samples(command), 500u) << p.Processes();
+  // 2 threads x 1 s of CPU. At 1000 Hz that is ~2000 perf samples, but CPU-time
+  // POSIX timers and ITIMER_PROF expire at most once per kernel tick (CONFIG_HZ,
+  // often 250): ~500 and ~370 here. Any real sampling gives well over 100.
+  EXPECT_GT(p.Samples(command), 100u) << p.Processes();
 }
 
 TEST(NoHarm, PerfRefusedBySeccompStillSamplesWithPosixTimers) {
-  ExpectSamplesWith({Harm("deny_perf"), Harm("cpu_burn"), "1000", "2"}, {}, "cpu_burn");
+  ExpectSamplesWith({Harm("deny_perf"), Harm("cpu_burn"), "1000", "2"}, {}, Harm("cpu_burn"));
 }
 
 TEST(NoHarm, PerfRefusedBySeccompAndPosixTimerAskedForStillSamples) {
   ExpectSamplesWith({Harm("deny_perf"), Harm("cpu_burn"), "1000", "2"}, {{"DLPROF_TIMER", "posix"}},
-                    "cpu_burn");
+                    Harm("cpu_burn"));
 }
 
 TEST(NoHarm, PosixTimerSamplesWithoutKillingTheProgram) {
-  ExpectSamplesWith({Harm("cpu_burn"), "1000", "2"}, {{"DLPROF_TIMER", "posix"}}, "cpu_burn");
+  ExpectSamplesWith({Harm("cpu_burn"), "1000", "2"}, {{"DLPROF_TIMER", "posix"}}, Harm("cpu_burn"));
 }
 
 TEST(NoHarm, ItimerSamplesWithoutKillingTheProgram) {
-  ExpectSamplesWith({Harm("cpu_burn"), "1000", "2"}, {{"DLPROF_TIMER", "itimer"}}, "cpu_burn");
+  ExpectSamplesWith({Harm("cpu_burn"), "1000", "2"}, {{"DLPROF_TIMER", "itimer"}}, Harm("cpu_burn"));
 }
 
 // ---------------------------------------------------------------------------
 // 2. dlprof's file descriptors among the program's.
 
 void ExpectOwnBytesOnly(const std::string& how) {
-  Pair p = RunBoth({Harm("close_all_fds"), kDirToken, how});
+  Pair p = RunBoth({Harm("close_all_fds"), kDirToken, how}, {}, {}, 20);
   ASSERT_EQ(p.plain.result.exit_code, 0) << Show(p.plain.result);
   ASSERT_NE(p.plain.result.out.find("foreign records 0, short reads 0, extra bytes 0, CHNK seen 0"),
             std::string::npos)
@@ -252,13 +255,13 @@ TEST(NoHarm, ProgramThatClosesEveryFdKeepsItsPipeClean) { ExpectOwnBytesOnly("ra
 TEST(NoHarm, ProgramThatClosesEveryFdInALoopKeepsItsLogClean) { ExpectOwnBytesOnly("loop"); }
 
 TEST(NoHarm, FdsReusedAfterCloseRangeStayOpenWhenThreadsExit) {
-  Pair p = RunBoth({Harm("close_all_fds"), kDirToken, "range"});
+  Pair p = RunBoth({Harm("close_all_fds"), kDirToken, "range"}, {}, {}, 20);
   ASSERT_EQ(p.plain.result.exit_code, 0) << Show(p.plain.result);
   // The lines about the program's fds: still open, same file, same /proc link.
   auto fd_lines = [](const std::string& out) {
     std::string s;
     for (const auto& line : Lines(out)) {
-      if (line.rfind("fd ", 0) == 0) s += line + "\n";
+      if (line.rfind("fd", 0) == 0 && line.rfind("fds after", 0) != 0) s += line + "\n";
     }
     return s;
   };
@@ -266,7 +269,8 @@ TEST(NoHarm, FdsReusedAfterCloseRangeStayOpenWhenThreadsExit) {
   ASSERT_EQ(want,
             "fd 3: open 1, same file 1, /proc/self/fd unchanged 1\n"
             "fd 4: open 1, same file 1, /proc/self/fd unchanged 1\n"
-            "fd 5: open 1, same file 1, /proc/self/fd unchanged 1\n");
+            "fd 5: open 1, same file 1, /proc/self/fd unchanged 1\n"
+            "fds 6..29: 24 open, 24 on the same file\n");
   EXPECT_EQ(fd_lines(p.profiled.result.out), want) << Show(p.profiled.result);
   EXPECT_EQ(p.profiled.result.term_signal, 0) << Show(p.profiled.result);
 }
@@ -288,7 +292,8 @@ TEST(NoHarm, Dup2OntoLowFdsKeepsEveryLogTheProgramsOwn) {
 TEST(NoHarm, LowFdLimitLeavesTheProgramAllItsFds) {
   Pair p = RunBoth({Harm("nofile_limit"), "64", "8"});
   ASSERT_EQ(p.plain.result.exit_code, 0) << Show(p.plain.result);
-  ASSERT_NE(p.plain.result.out.find("opened 61 fds"), std::string::npos) << Show(p.plain.result);
+  // 64 less stdin/out/err and what the test's environment lets children inherit.
+  ASSERT_GE(atoi(p.plain.result.out.c_str() + strlen("opened ")), 55) << Show(p.plain.result);
   EXPECT_TRUE(NoHarm(p));
 }
 
@@ -317,19 +322,34 @@ TEST(NoHarm, ThreadCountInProcSelfTaskIsTheProgramsOwn) {
   EXPECT_TRUE(NoHarm(p));
 }
 
-TEST(NoHarm, SeccompFilterRefusingOpenatWithEpermLeavesTheProgramRunning) {
-  Pair p = RunBoth({Harm("seccomp_openat"), "errno"});
+// prctl(PR_SET_SECCOMP) filters the calling thread and the threads it starts
+// later, not a collector thread started before; seccomp(2) with
+// SECCOMP_FILTER_FLAG_TSYNC filters every thread.
+void ExpectSandboxedProgramUnharmed(const std::string& action, const std::string& scope) {
+  Pair p = RunBoth({Harm("seccomp_openat"), action, scope});
   ASSERT_EQ(p.plain.result.exit_code, 0) << Show(p.plain.result);
-  ASSERT_NE(p.plain.result.out.find("own open: -1 (Operation not permitted)"), std::string::npos)
-      << Show(p.plain.result);
+  ASSERT_NE(p.plain.result.out.find("done"), std::string::npos) << Show(p.plain.result);
+  if (action == "errno") {
+    ASSERT_NE(p.plain.result.out.find("own open: -1 (Operation not permitted)"), std::string::npos)
+        << Show(p.plain.result);
+  }
   EXPECT_TRUE(NoHarm(p));
 }
 
+TEST(NoHarm, SeccompFilterRefusingOpenatWithEpermLeavesTheProgramRunning) {
+  ExpectSandboxedProgramUnharmed("errno", "thread");
+}
+
 TEST(NoHarm, SeccompFilterKillingOnOpenatDoesNotKillTheProgram) {
-  Pair p = RunBoth({Harm("seccomp_openat"), "kill"});
-  ASSERT_EQ(p.plain.result.exit_code, 0) << Show(p.plain.result);
-  ASSERT_NE(p.plain.result.out.find("done"), std::string::npos) << Show(p.plain.result);
-  EXPECT_TRUE(NoHarm(p));
+  ExpectSandboxedProgramUnharmed("kill", "thread");
+}
+
+TEST(NoHarm, SeccompFilterOnEveryThreadRefusingOpenatLeavesTheProgramRunning) {
+  ExpectSandboxedProgramUnharmed("errno", "tsync");
+}
+
+TEST(NoHarm, SeccompFilterOnEveryThreadKillingOnOpenatDoesNotKillTheProgram) {
+  ExpectSandboxedProgramUnharmed("kill", "tsync");
 }
 
 // ---------------------------------------------------------------------------
@@ -370,7 +390,7 @@ TEST(NoHarm, SigprofBlockedInEveryThreadWarnsInsteadOfRecordingNothing) {
   bool stepped_aside = false;
   EXPECT_TRUE(NoHarm(p, &stepped_aside));
   // Either it samples anyway, or it says that it cannot.
-  EXPECT_TRUE(p.Samples("sigprof_wait") > 0 || stepped_aside)
+  EXPECT_TRUE(p.Samples(Harm("sigprof_wait")) > 0 || stepped_aside)
       << "0 samples and no warning: " << Show(p.profiled.result) << "\n" << p.Processes();
 }
 
@@ -410,8 +430,8 @@ TEST(NoHarm, RawForkAndUnderscoreForkChildrenLeaveTheParentsProfileWhole) {
   EXPECT_TRUE(NoHarm(p));
   std::istringstream side(ReadFile(p.profiled.dir + "/parent"));
   int pid = 0;
-  int64_t after_ns = 0;
-  side >> pid >> after_ns;
+  int64_t fork_ns = 0, after_ns = 0, cpu_ms_before_fork = 0;
+  side >> pid >> fork_ns >> after_ns >> cpu_ms_before_fork;
   ASSERT_GT(pid, 0) << "the profiled parent wrote no pid";
   int found = -1, count = 0;
   for (size_t i = 0; i < p.profile.processes.size(); ++i) {
@@ -425,12 +445,20 @@ TEST(NoHarm, RawForkAndUnderscoreForkChildrenLeaveTheParentsProfileWhole) {
   EXPECT_TRUE(parent.warnings.empty()) << p.Processes() << "\n first: "
                                        << (parent.warnings.empty() ? "" : parent.warnings[0]);
   // 500 ms of CPU after the children were reaped, at 1000 Hz.
-  int64_t after = 0;
+  // While the children burn 200 ms of CPU the parent waits in waitpid: CPU
+  // samples in its profile then are the children's.
+  // Before the fork, no more samples than the parent's CPU time at 1000 Hz.
+  int64_t before = 0, after = 0, while_waiting = 0;
   for (const Sample& s : p.profile.samples) {
-    if (s.process == static_cast<uint32_t>(found) && s.kind == SampleKind::kCpu && s.time_ns > after_ns) {
-      after += s.count;
-    }
+    if (s.process != static_cast<uint32_t>(found) || s.kind != SampleKind::kCpu) continue;
+    if (s.time_ns <= fork_ns) before += s.count;
+    if (s.time_ns > after_ns) after += s.count;
+    if (s.time_ns > fork_ns && s.time_ns < after_ns) while_waiting += s.count;
   }
+  EXPECT_LE(before, cpu_ms_before_fork * 5 / 4 + 20)
+      << "samples stamped before the fork: more than the parent's " << cpu_ms_before_fork
+      << " ms of CPU then (the children wrote the parent's samples again?)\n" << p.Processes();
+  EXPECT_LT(while_waiting, 50) << "the children's samples landed in the parent's file\n" << p.Processes();
   EXPECT_GT(after, 200) << "the parent's sampling stopped when a child exited\n" << p.Processes();
 }
 
@@ -438,6 +466,7 @@ TEST(NoHarm, RelativeOutFolderKeepsWorkersStartedAfterChdir) {
   std::string tmp = MakeTempDir("dlprof-noharm-rel");
   std::string elsewhere = tmp + "/elsewhere";
   mkdir(elsewhere.c_str(), 0700);
+  mkdir((tmp + "/rel").c_str(), 0700);  // only out/ is missing: dlprof makes that one
   char cwd[PATH_MAX];
   ASSERT_NE(getcwd(cwd, sizeof(cwd)), nullptr);
   ASSERT_EQ(chdir(tmp.c_str()), 0);
@@ -445,12 +474,13 @@ TEST(NoHarm, RelativeOutFolderKeepsWorkersStartedAfterChdir) {
                                ProfiledEnv("rel/out"));
   ASSERT_EQ(chdir(cwd), 0);
   EXPECT_EQ(r.exit_code, 0) << Show(r);
-  EXPECT_EQ(r.out, "worker exited 0\n") << Show(r);
+  EXPECT_EQ(r.out, "cpu_burn: 1 thread(s) burned 300 ms each\nworker exited 0\n") << Show(r);
+  EXPECT_EQ(r.err, "") << Show(r);
   Pair p;
   p.out = tmp + "/rel/out";
   ReadProfile(&p);
-  EXPECT_GT(p.Samples("chdir_spawn"), 0u) << p.Processes();
-  EXPECT_GT(p.Samples("cpu_burn"), 100u) << "the worker started after the cd is not in the run\n"
+  EXPECT_GT(p.Samples(Harm("chdir_spawn")), 0u) << p.Processes();
+  EXPECT_GT(p.Samples(Harm("cpu_burn")), 100u) << "the worker started after the cd is not in the run\n"
                                          << p.Processes();
   struct stat st;
   EXPECT_NE(stat((elsewhere + "/rel").c_str(), &st), 0)
@@ -465,7 +495,7 @@ TEST(NoHarm, MissingParentFoldersOfOutAreCreated) {
   Pair p;
   p.out = tmp + "/a/b/c";
   ReadProfile(&p);
-  EXPECT_GT(p.Samples("cpu_burn"), 100u) << "stderr: " << r.err << "\n" << p.Processes();
+  EXPECT_GT(p.Samples(Harm("cpu_burn")), 100u) << "stderr: " << r.err << "\n" << p.Processes();
 }
 
 TEST(NoHarm, BackendsDescribeInstallsNoSigprofHandlerWhenLoadedWithDlopen) {
@@ -487,7 +517,7 @@ TEST(NoHarm, ItimerLeaksNoEintrIntoSelectEpollAndSemTimedwait) {
   Pair p = RunBoth({Harm("eintr_loops")}, {{"DLPROF_TIMER", "itimer"}});
   ASSERT_EQ(p.plain.result.out, "EINTR: select 0, epoll_wait 0, sem_timedwait 0\n");
   EXPECT_TRUE(NoHarm(p));
-  EXPECT_GT(p.Samples("eintr_loops"), 200u) << p.Processes();
+  EXPECT_GT(p.Samples(Harm("eintr_loops")), 200u) << p.Processes();
 }
 
 // ---------------------------------------------------------------------------
@@ -508,8 +538,16 @@ void ExpectWholeWorkers(const Pair& p) {
   EXPECT_EQ(workers, 2) << p.Processes();
 }
 
-TEST(NoHarm, DlopenedLibraryRecordsForkedWorkersWholeRuns) {
-  Pair p = RunBoth({Harm("dlopen_workers"), kLib, "3000"}, {{"LD_PRELOAD", kUnset}}, {}, 120);
+TEST(NoHarm, DlopenedLibraryRecordsWholeRunsOfWorkersThatCallExit) {
+  Pair p = RunBoth({Harm("dlopen_workers"), kLib, "3000", "exit"}, {{"LD_PRELOAD", kUnset}}, {}, 120);
+  ASSERT_EQ(p.plain.result.out, "workers exited: 0 0\n") << Show(p.plain.result);
+  EXPECT_TRUE(NoHarm(p));
+  ExpectWholeWorkers(p);
+}
+
+TEST(NoHarm, DlopenedLibraryRecordsWholeRunsOfWorkersThatCallUnderscoreExit) {
+  // As Python's multiprocessing and DataLoader workers leave: os._exit().
+  Pair p = RunBoth({Harm("dlopen_workers"), kLib, "3000", "_exit"}, {{"LD_PRELOAD", kUnset}}, {}, 120);
   ASSERT_EQ(p.plain.result.out, "workers exited: 0 0\n") << Show(p.plain.result);
   EXPECT_TRUE(NoHarm(p));
   ExpectWholeWorkers(p);

@@ -1,6 +1,7 @@
-/* dlopen_workers LIB [MS]: loads LIB with dlopen (as ctypes.CDLL does),
- * then forks 2 workers that each burn MS ms of CPU (default 3000) and
- * exit(0). */
+/* dlopen_workers LIB [MS] [exit|_exit]: loads LIB with dlopen (as
+ * ctypes.CDLL does), then forks 2 workers that each burn MS ms of CPU
+ * (default 3000) and leave with exit(0) or, as Python's multiprocessing
+ * workers do, _exit(0). */
 #include <dlfcn.h>
 #include <sys/wait.h>
 
@@ -9,7 +10,8 @@
 int main(int argc, char** argv) {
   if (argc < 2) return 2;
   int ms = argc > 2 ? atoi(argv[2]) : 3000;
-  if (dlopen(argv[1], RTLD_NOW | RTLD_GLOBAL) == NULL) {
+  int underscore = argc > 3 && strcmp(argv[3], "_exit") == 0;
+  if (dlopen(argv[1], RTLD_NOW | RTLD_LOCAL) == NULL) {  /* ctypes.CDLL's flags */
     printf("dlopen: %s\n", dlerror());
     return 1;
   }
@@ -19,6 +21,7 @@ int main(int argc, char** argv) {
     pids[i] = fork();
     if (pids[i] == 0) {
       harm_burn_ms(ms);
+      if (underscore) _exit(0);
       exit(0);
     }
   }
