@@ -513,11 +513,71 @@ TEST(NoHarm, BackendsDescribeInstallsNoSigprofHandlerWhenPreloadedButOff) {
   EXPECT_EQ(r.exit_code, 0);
 }
 
-TEST(NoHarm, ItimerLeaksNoEintrIntoSelectEpollAndSemTimedwait) {
-  Pair p = RunBoth({Harm("eintr_loops")}, {{"DLPROF_TIMER", "itimer"}});
+void ExpectNoEintrWithItimer(const std::string& load, uint64_t min_samples) {
+  Pair p = RunBoth({Harm("eintr_loops"), load}, {{"DLPROF_TIMER", "itimer"}});
   ASSERT_EQ(p.plain.result.out, "EINTR: select 0, epoll_wait 0, sem_timedwait 0\n");
   EXPECT_TRUE(NoHarm(p));
-  EXPECT_GT(p.Samples(Harm("eintr_loops")), 200u) << p.Processes();
+  EXPECT_GT(p.Samples(Harm("eintr_loops")), min_samples) << p.Processes();
+}
+
+TEST(NoHarm, ItimerLeaksNoEintrIntoSelectEpollAndSemTimedwait) { ExpectNoEintrWithItimer("busy", 200); }
+
+// Mostly idle: the ticks that expire while dlprof's own thread runs must not
+// go to a waiting thread either.
+TEST(NoHarm, ItimerLeaksNoEintrIntoWaitsOfAMostlyIdleProgram) { ExpectNoEintrWithItimer("light", 20); }
+
+TEST(NoHarm, GperftoolsBackendListedAsAvailableSamples) {
+  ProcessResult list = RunProcess({kDlprof, "backends"}, PlainEnv());
+  ASSERT_EQ(list.exit_code, 0) << Show(list);
+  bool listed = false;
+  for (const auto& line : Lines(list.out)) {
+    std::istringstream words(line);
+    std::string kind, name, available;
+    words >> kind >> name >> available;
+    if (kind == "unwinder" && name == "gperftools") listed = available == "yes";
+  }
+  if (!listed) GTEST_SKIP() << "gperftools is not listed as available here:\n" << list.out;
+  Pair p = RunBoth({Harm("cpu_burn"), "500", "2"}, {{"DLPROF_BACKEND", "gperftools"}});
+  EXPECT_TRUE(NoHarm(p));
+  EXPECT_GT(p.Samples(Harm("cpu_burn")), 200u)
+      << "`dlprof backends` lists gperftools as available, but it records no CPU samples\n"
+      << Show(p.profiled.result) << "\n" << p.Processes();
+}
+
+TEST(NoHarm, WorkerForkedAfterAPrivilegeDropIsProfiledOrSaysWhy) {
+  Pair p = RunBoth({Harm("priv_drop"), std::string(kDirToken) + "/side", "worker"});
+  ASSERT_EQ(p.plain.result.exit_code, 0) << Show(p.plain.result);
+  if (p.plain.result.out == "not root\n") GTEST_SKIP() << "needs root to drop privileges";
+  ASSERT_EQ(p.plain.result.out, "worker exited 0\n");
+  bool stepped_aside = false;
+  EXPECT_TRUE(NoHarm(p, &stepped_aside));
+  int worker = atoi(ReadFile(p.profiled.dir + "/side").c_str());
+  uint64_t samples = 0;
+  for (const Process& pr : p.profile.processes) {
+    if (pr.pid == worker) samples += pr.samples;
+  }
+  EXPECT_TRUE(samples > 100 || stepped_aside)
+      << "the worker (pid " << worker << ") is silently unprofiled: " << Show(p.profiled.result)
+      << "\n" << p.Processes();
+}
+
+TEST(NoHarm, NonDumpableProcessReportsSleepingThreadAsBlocked) {
+  Pair p = RunBoth({Harm("priv_drop"), std::string(kDirToken) + "/side", "nondumpable"});
+  ASSERT_EQ(p.plain.result.exit_code, 0) << Show(p.plain.result);
+  if (p.plain.result.out == "not root\n") GTEST_SKIP() << "needs root to drop privileges";
+  EXPECT_TRUE(NoHarm(p));
+  uint32_t sleeper = static_cast<uint32_t>(atoi(ReadFile(p.profiled.dir + "/side").c_str()));
+  ASSERT_GT(sleeper, 0u);
+  int64_t wall = 0, blocked = 0;
+  for (const Sample& s : p.profile.samples) {
+    if (s.kind != SampleKind::kWall || s.tid != sleeper) continue;
+    wall += s.wall_ns;
+    if (!s.on_cpu) blocked += s.wall_ns - s.cpu_ns;
+  }
+  ASSERT_GT(wall, 300000000) << "no wall time for the sleeping thread " << sleeper << "\n" << p.Processes();
+  EXPECT_GT(static_cast<double>(blocked) / wall, 0.8)
+      << "the thread slept 600 ms, but " << blocked / 1000000 << " of its " << wall / 1000000
+      << " ms are recorded as blocked";
 }
 
 // ---------------------------------------------------------------------------
