@@ -198,6 +198,16 @@ bool ReportReads(const std::string& out, const std::string& report_dir, std::str
   return ::testing::AssertionSuccess();
 }
 
+std::string FindPython() {
+  const char* path = getenv("PATH");
+  std::istringstream dirs(path ? path : "");
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    std::string candidate = dir + "/python3";
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return "";
+}
+
 // ---------------------------------------------------------------------------
 // 1. Perf events refused.
 
@@ -350,6 +360,50 @@ TEST(NoHarm, SeccompFilterOnEveryThreadRefusingOpenatLeavesTheProgramRunning) {
 
 TEST(NoHarm, SeccompFilterOnEveryThreadKillingOnOpenatDoesNotKillTheProgram) {
   ExpectSandboxedProgramUnharmed("kill", "tsync");
+}
+
+TEST(NoHarm, RlimitNprocCountsOnlyTheProgramsThreads) {
+  Pair p = RunBoth({Harm("priv_drop"), std::string(kDirToken) + "/side", "nproc"});
+  ASSERT_EQ(p.plain.result.exit_code, 0) << Show(p.plain.result);
+  if (p.plain.result.out == "not root\n") GTEST_SKIP() << "needs root to become nobody";
+  ASSERT_NE(p.plain.result.out.find("started "), std::string::npos) << Show(p.plain.result);
+  EXPECT_TRUE(NoHarm(p));
+}
+
+TEST(NoHarm, AddressSpaceLimitLeavesTheProgramItsMemory) {
+  Pair p = RunBoth({Harm("address_space"), "1024", "8"});
+  ASSERT_EQ(p.plain.result.exit_code, 0) << Show(p.plain.result);
+  auto mib = [](const std::string& out) { return atol(out.c_str() + strlen("allocated ")); };
+  long plain = mib(p.plain.result.out), profiled = mib(p.profiled.result.out);
+  ASSERT_GT(plain, 500) << Show(p.plain.result);
+  EXPECT_EQ(p.profiled.result.exit_code, 0) << Show(p.profiled.result);
+  // dlprof's own memory is allowed for, not an arena per thread.
+  EXPECT_GE(profiled, plain * 9 / 10) << "under RLIMIT_AS the program got " << profiled
+                                      << " MiB with dlprof, " << plain << " MiB without";
+}
+
+TEST(NoHarm, PythonForkDoesNotWarnAboutThreadsItDidNotStart) {
+  std::string python = FindPython();
+  if (python.empty()) GTEST_SKIP() << "no python3 in PATH";
+  const char* script =
+      "import os, sys, time\n"
+      "end = time.process_time() + 0.2\n"
+      "while time.process_time() < end: pass\n"
+      "pid = os.fork()\n"
+      "if pid == 0:\n"
+      "    os._exit(0)\n"
+      "print('child exited', os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n";
+  ProcessResult version = RunProcess({python, "-c", "import sys; print(sys.version_info >= (3, 12))"}, PlainEnv());
+  if (version.out != "True\n") {
+    GTEST_SKIP() << "Python 3.12+ warns about fork() in a multi-threaded process; " << python
+                 << " is older (the comparison would pass for no reason)";
+  }
+  Pair p = RunBoth({python, "-W", "default", "-c", script});
+  ASSERT_EQ(p.plain.result.out, "child exited 0\n") << Show(p.plain.result);
+  // Python 3.12+ warns "This process ... is multi-threaded, use of fork() may
+  // lead to deadlocks in the child" when another thread exists.
+  EXPECT_TRUE(NoHarm(p));
+  EXPECT_EQ(p.profiled.result.err.find("multi-threaded"), std::string::npos) << Show(p.profiled.result);
 }
 
 // ---------------------------------------------------------------------------
@@ -611,16 +665,6 @@ TEST(NoHarm, DlopenedLibraryRecordsWholeRunsOfWorkersThatCallUnderscoreExit) {
   ASSERT_EQ(p.plain.result.out, "workers exited: 0 0\n") << Show(p.plain.result);
   EXPECT_TRUE(NoHarm(p));
   ExpectWholeWorkers(p);
-}
-
-std::string FindPython() {
-  const char* path = getenv("PATH");
-  std::istringstream dirs(path ? path : "");
-  for (std::string dir; std::getline(dirs, dir, ':');) {
-    std::string candidate = dir + "/python3";
-    if (access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  return "";
 }
 
 TEST(NoHarm, CtypesLoadedLibraryRecordsForkedWorkersWholeRuns) {

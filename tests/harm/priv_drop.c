@@ -1,10 +1,15 @@
-/* priv_drop SIDEFILE worker|nondumpable: a daemon that starts as root and
- * drops to nobody (65534) after 100 ms of CPU.
+/* priv_drop SIDEFILE worker|nondumpable|nproc: a daemon that starts as root
+ * and drops to nobody (65534) after 100 ms of CPU.
  * `worker`: then forks a worker that burns 300 ms of CPU and exits.
  * `nondumpable`: then makes itself non-dumpable (PR_SET_DUMPABLE 0) and
  * starts a thread that sleeps 600 ms while the main thread burns 300 ms.
  * SIDEFILE (opened before the drop) gets the worker's pid or the sleeping
- * thread's tid. Prints "not root" and exits 0 when it cannot drop. */
+ * thread's tid.
+ * `nproc`: then sets RLIMIT_NPROC to 6 and starts threads (which wait for
+ * ever) until it is refused, prints how many it got, and _exits.
+ * Prints "not root" and exits 0 when it cannot drop. */
+#include <errno.h>
+#include <sys/resource.h>
 #define _GNU_SOURCE
 #include <grp.h>
 #include <pthread.h>
@@ -14,6 +19,23 @@
 #include "harm.h"
 
 static FILE* g_side;
+
+static void* Waiter(void* arg) {
+  (void)arg;
+  for (;;) pause();
+  return NULL;
+}
+
+static int Nproc(void) {
+  struct rlimit rl = {6, 6};
+  if (setrlimit(RLIMIT_NPROC, &rl) != 0) return 1;
+  pthread_t t;
+  int n = 0, err = 0;
+  while (n < 64 && (err = pthread_create(&t, NULL, Waiter, NULL)) == 0) ++n;
+  printf("started %d threads under RLIMIT_NPROC 6, then %s\n", n, n < 64 ? strerror(err) : "stopped");
+  fflush(stdout);
+  _exit(0);  /* the waiters never return */
+}
 
 static void* Sleeper(void* arg) {
   (void)arg;
@@ -37,6 +59,7 @@ int main(int argc, char** argv) {
     printf("not root\n");
     return 0;
   }
+  if (strcmp(argv[2], "nproc") == 0) return Nproc();
   if (strcmp(argv[2], "worker") == 0) {
     fflush(stdout);
     pid_t pid = fork();
