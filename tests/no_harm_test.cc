@@ -1,0 +1,739 @@
+// "No harm" end-to-end tests (issue 11): ordinary, small, hostile programs
+// (tests/harm/*.c, never linked with dlprof) run twice, without dlprof and
+// with DLPROF_SAMPLE=1 DLPROF_HZ=1000 LD_PRELOAD=libdlprof.so, and what the
+// program can observe is compared: stdout, exit status, its own fds' bytes,
+// the signals it gets, its threads. A test passes when the profiled run
+// behaves as the plain one, or when dlprof steps aside as documented: the
+// program still behaves, stderr has exactly one more line, starting with
+// "dlprof:", and the recorded profile stays readable (`dlprof report` exits
+// 0). Each assertion prints what was observed.
+#include <limits.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "readers/dlprof_reader.h"
+#include "tests/support/files.h"
+#include "tests/support/sanitizer.h"
+#include "tests/support/subprocess.h"
+
+namespace dlprof {
+namespace {
+
+using testing::kUnset;
+using testing::MakeTempDir;
+using testing::ProcessResult;
+using testing::ReadFile;
+using testing::RunProcess;
+
+const std::string kLib = DLPROF_LIB_PATH;
+const std::string kDlprof = std::string(DLPROF_BUILD_DIR) + "/tools/dlprof";
+const char* const kDirToken = "@DIR@";  // in argv: the run's own scratch folder
+
+std::string Harm(const std::string& name) {
+  return std::string(DLPROF_BUILD_DIR) + "/tests/harm/" + name;
+}
+
+std::string Show(const ProcessResult& r) {
+  std::ostringstream s;
+  s << "exit " << r.exit_code;
+  if (r.term_signal != 0) s << ", killed by signal " << r.term_signal << " (" << strsignal(r.term_signal) << ")";
+  s << "\n  stdout: <<" << r.out << ">>\n  stderr: <<" << r.err << ">>";
+  return s.str();
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+struct Run {
+  ProcessResult result;
+  std::string dir;  // scratch folder the program may be given (@DIR@)
+};
+
+struct Pair {
+  Run plain, profiled;
+  std::string tmp;  // holds both runs' folders
+  std::string out;  // the profiled run's DLPROF_OUT
+  std::vector<std::string> files;
+  Profile profile;
+  std::vector<std::string> read_errors;
+
+  // CPU samples of the processes whose command line starts with `program`
+  // (a path, as the tests run it; "" = all).
+  uint64_t Samples(const std::string& program = "") const {
+    uint64_t n = 0;
+    for (const Process& p : profile.processes) {
+      if (p.command.rfind(program, 0) == 0) n += p.samples;
+    }
+    return n;
+  }
+  std::string Processes() const {
+    std::ostringstream s;
+    s << files.size() << " file(s) in " << out << ":";
+    for (const Process& p : profile.processes) {
+      s << "\n  pid " << p.pid << " '" << p.command << "' role " << p.role << " timer " << p.timer
+        << " unwinder " << p.unwinder << " samples " << p.samples << " dropped " << p.dropped
+        << " complete " << p.complete << " end '" << p.end_reason << "' wall "
+        << (p.end_ns - p.start_ns) / 1000000 << " ms, " << p.warnings.size() << " warning(s)";
+    }
+    for (const auto& e : read_errors) s << "\n  read error: " << e;
+    return s.str();
+  }
+};
+
+std::vector<std::string> WithDir(std::vector<std::string> argv, const std::string& dir) {
+  for (auto& a : argv) {
+    size_t at = a.find(kDirToken);
+    if (at != std::string::npos) a.replace(at, strlen(kDirToken), dir);
+  }
+  return argv;
+}
+
+// The environment of a run without dlprof: none of its variables.
+std::map<std::string, std::string> PlainEnv(const std::map<std::string, std::string>& extra = {}) {
+  std::map<std::string, std::string> env = {{"LD_PRELOAD", kUnset}};
+  for (const char* v : {"DLPROF_SAMPLE", "DLPROF_OUT", "DLPROF_HZ", "DLPROF_TIMER", "DLPROF_BACKEND",
+                        "DLPROF_MODE", "DLPROF_RUN_ID", "DLPROF_RUN_MAIN_PID",
+                        "DLPROF_BASELINE_STEPS", "DLPROF_WARMUP_STEPS", "DLPROF_SNAPSHOT_MS",
+                        "DLPROF_MAX_FRAMES"}) {
+    env[v] = kUnset;
+  }
+  for (const auto& [k, v] : extra) env[k] = v;
+  return env;
+}
+
+std::map<std::string, std::string> ProfiledEnv(const std::string& out,
+                                               const std::map<std::string, std::string>& extra = {}) {
+  auto env = PlainEnv();
+  env["DLPROF_SAMPLE"] = "1";
+  env["DLPROF_HZ"] = "1000";
+  env["LD_PRELOAD"] = kLib;
+  env["DLPROF_OUT"] = out;
+  for (const auto& [k, v] : extra) env[k] = v;
+  return env;
+}
+
+void ReadProfile(Pair* p) {
+  std::string error;
+  p->files = ListRunFiles(p->out, &error);
+  if (!error.empty()) p->read_errors.push_back(error);
+  ReadDlprofFiles(p->files, &p->profile, &p->read_errors);
+}
+
+// Runs argv without dlprof, then with it; `profiled_env` adds to (or
+// overrides) the profiled run's environment, `both_env` is given to both.
+Pair RunBoth(const std::vector<std::string>& argv,
+             const std::map<std::string, std::string>& profiled_env = {},
+             const std::map<std::string, std::string>& both_env = {}, int timeout_s = 60) {
+  Pair p;
+  p.tmp = MakeTempDir("dlprof-noharm");
+  p.plain.dir = p.tmp + "/plain";
+  p.profiled.dir = p.tmp + "/profiled";
+  mkdir(p.plain.dir.c_str(), 0700);
+  mkdir(p.profiled.dir.c_str(), 0700);
+  p.out = p.tmp + "/out";
+  p.plain.result = RunProcess(WithDir(argv, p.plain.dir), PlainEnv(both_env), timeout_s);
+  auto env = ProfiledEnv(p.out, both_env);
+  for (const auto& [k, v] : profiled_env) env[k] = v;
+  p.profiled.result = RunProcess(WithDir(argv, p.profiled.dir), env, timeout_s);
+  ReadProfile(&p);
+  return p;
+}
+
+// Lines of `b` that are not in `a` (as multisets).
+std::vector<std::string> ExtraLines(const std::string& a, const std::string& b) {
+  std::vector<std::string> have = Lines(a), extra;
+  for (const auto& line : Lines(b)) {
+    auto it = std::find(have.begin(), have.end(), line);
+    if (it != have.end()) have.erase(it);
+    else extra.push_back(line);
+  }
+  return extra;
+}
+
+bool ReportReads(const std::string& out, const std::string& report_dir, std::string* why) {
+  ProcessResult r = RunProcess({kDlprof, "report", out, "-o", report_dir}, PlainEnv(), 120);
+  if (r.exit_code != 0) *why = "`dlprof report " + out + "` failed: " + Show(r);
+  return r.exit_code == 0;
+}
+
+// The program behaved as without dlprof (exit status, signal, stdout), and
+// stderr is the same or has exactly one more line, "dlprof: ...", with the
+// recorded profile readable. *stepped_aside tells which.
+::testing::AssertionResult NoHarm(const Pair& p, bool* stepped_aside = nullptr) {
+  const ProcessResult& a = p.plain.result;
+  const ProcessResult& b = p.profiled.result;
+  if (stepped_aside != nullptr) *stepped_aside = false;
+  if (a.exit_code != b.exit_code || a.term_signal != b.term_signal || a.out != b.out) {
+    return ::testing::AssertionFailure() << "the program behaved differently under dlprof.\n without: "
+                                         << Show(a) << "\n with:    " << Show(b);
+  }
+  std::vector<std::string> extra = ExtraLines(a.err, b.err);
+  if (extra.empty()) return ::testing::AssertionSuccess();
+  if (extra.size() != 1 || extra[0].rfind("dlprof:", 0) != 0) {
+    return ::testing::AssertionFailure()
+           << "stderr under dlprof has " << extra.size()
+           << " extra line(s), not one 'dlprof:' step-aside line.\n without: " << Show(a)
+           << "\n with:    " << Show(b);
+  }
+  std::string why;
+  if (!ReportReads(p.out, p.tmp + "/report", &why)) {
+    return ::testing::AssertionFailure() << "dlprof stepped aside (" << extra[0]
+                                         << ") but what it recorded is not readable: " << why;
+  }
+  if (stepped_aside != nullptr) *stepped_aside = true;
+  return ::testing::AssertionSuccess();
+}
+
+std::string FindPython() {
+  const char* path = getenv("PATH");
+  std::istringstream dirs(path ? path : "");
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    std::string candidate = dir + "/python3";
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return "";
+}
+
+// ---------------------------------------------------------------------------
+// 1. Perf events refused.
+
+void ExpectSamplesWith(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+                       const std::string& command) {
+  Pair p = RunBoth(argv, env);
+  ASSERT_EQ(p.plain.result.exit_code, 0) << "the program fails even without dlprof: " << Show(p.plain.result);
+  EXPECT_TRUE(NoHarm(p));
+  EXPECT_EQ(p.profiled.result.exit_code, 0) << Show(p.profiled.result);
+  // 2 threads x 1 s of CPU. At 1000 Hz that is ~2000 perf samples, but CPU-time
+  // POSIX timers and ITIMER_PROF expire at most once per kernel tick (CONFIG_HZ,
+  // often 250): ~500 and ~370 here. Any real sampling gives well over 100.
+  EXPECT_GT(p.Samples(command), 100u) << p.Processes();
+}
+
+TEST(NoHarm, PerfRefusedBySeccompStillSamplesWithPosixTimers) {
+  ExpectSamplesWith({Harm("deny_perf"), Harm("cpu_burn"), "1000", "2"}, {}, Harm("cpu_burn"));
+}
+
+TEST(NoHarm, PerfRefusedBySeccompAndPosixTimerAskedForStillSamples) {
+  ExpectSamplesWith({Harm("deny_perf"), Harm("cpu_burn"), "1000", "2"}, {{"DLPROF_TIMER", "posix"}},
+                    Harm("cpu_burn"));
+}
+
+TEST(NoHarm, PosixTimerSamplesWithoutKillingTheProgram) {
+  ExpectSamplesWith({Harm("cpu_burn"), "1000", "2"}, {{"DLPROF_TIMER", "posix"}}, Harm("cpu_burn"));
+}
+
+TEST(NoHarm, ItimerSamplesWithoutKillingTheProgram) {
+  ExpectSamplesWith({Harm("cpu_burn"), "1000", "2"}, {{"DLPROF_TIMER", "itimer"}}, Harm("cpu_burn"));
+}
+
+// ---------------------------------------------------------------------------
+// 2. dlprof's file descriptors among the program's.
+
+void ExpectOwnBytesOnly(const std::string& how) {
+  Pair p = RunBoth({Harm("close_all_fds"), kDirToken, how}, {}, {}, 20);
+  ASSERT_EQ(p.plain.result.exit_code, 0) << Show(p.plain.result);
+  ASSERT_NE(p.plain.result.out.find("foreign records 0, short reads 0, extra bytes 0, CHNK seen 0"),
+            std::string::npos)
+      << "the program is wrong without dlprof: " << Show(p.plain.result);
+  EXPECT_TRUE(NoHarm(p));
+  std::string plain_log = ReadFile(p.plain.dir + "/own.log");
+  std::string profiled_log = ReadFile(p.profiled.dir + "/own.log");
+  ASSERT_EQ(plain_log.size(), 300u * 64);
+  EXPECT_EQ(profiled_log.find("CHNK"), std::string::npos)
+      << "dlprof's chunks in the program's log file (" << profiled_log.size() << " bytes)";
+  EXPECT_TRUE(profiled_log == plain_log)
+      << "log file differs: " << profiled_log.size() << " bytes with dlprof, " << plain_log.size()
+      << " without";
+}
+
+TEST(NoHarm, ProgramThatClosesEveryFdKeepsItsPipeClean) { ExpectOwnBytesOnly("range"); }
+
+TEST(NoHarm, ProgramThatClosesEveryFdInALoopKeepsItsLogClean) { ExpectOwnBytesOnly("loop"); }
+
+TEST(NoHarm, FdsReusedAfterCloseRangeStayOpenWhenThreadsExit) {
+  Pair p = RunBoth({Harm("close_all_fds"), kDirToken, "range"}, {}, {}, 20);
+  ASSERT_EQ(p.plain.result.exit_code, 0) << Show(p.plain.result);
+  // The lines about the program's fds: still open, same file, same /proc link.
+  auto fd_lines = [](const std::string& out) {
+    std::string s;
+    for (const auto& line : Lines(out)) {
+      if (line.rfind("fd", 0) == 0 && line.rfind("fds after", 0) != 0) s += line + "\n";
+    }
+    return s;
+  };
+  std::string want = fd_lines(p.plain.result.out);
+  ASSERT_EQ(want,
+            "fd 3: open 1, same file 1, /proc/self/fd unchanged 1\n"
+            "fd 4: open 1, same file 1, /proc/self/fd unchanged 1\n"
+            "fd 5: open 1, same file 1, /proc/self/fd unchanged 1\n"
+            "fds 6..29: 24 open, 24 on the same file\n");
+  EXPECT_EQ(fd_lines(p.profiled.result.out), want) << Show(p.profiled.result);
+  EXPECT_EQ(p.profiled.result.term_signal, 0) << Show(p.profiled.result);
+}
+
+TEST(NoHarm, Dup2OntoLowFdsKeepsEveryLogTheProgramsOwn) {
+  Pair p = RunBoth({Harm("dup2_log"), kDirToken});
+  ASSERT_EQ(p.plain.result.exit_code, 0) << Show(p.plain.result);
+  EXPECT_TRUE(NoHarm(p));
+  for (int fd = 3; fd <= 10; ++fd) {
+    std::string name = "/log" + std::to_string(fd);
+    std::string want = ReadFile(p.plain.dir + name), got = ReadFile(p.profiled.dir + name);
+    ASSERT_GT(want.size(), 1000u);
+    EXPECT_EQ(got.find("CHNK"), std::string::npos) << "dlprof's chunks in the program's fd " << fd;
+    EXPECT_TRUE(got == want) << "fd " << fd << "'s log: " << got.size() << " bytes with dlprof, "
+                             << want.size() << " without";
+  }
+}
+
+TEST(NoHarm, LowFdLimitLeavesTheProgramAllItsFds) {
+  Pair p = RunBoth({Harm("nofile_limit"), "64", "8"});
+  ASSERT_EQ(p.plain.result.exit_code, 0) << Show(p.plain.result);
+  // 64 less stdin/out/err and what the test's environment lets children inherit.
+  ASSERT_GE(atoi(p.plain.result.out.c_str() + strlen("opened ")), 55) << Show(p.plain.result);
+  EXPECT_TRUE(NoHarm(p));
+}
+
+// ---------------------------------------------------------------------------
+// 3. dlprof's collector thread.
+
+TEST(NoHarm, MainThreadPthreadExitStillEndsTheProcess) {
+  Pair p = RunBoth({Harm("main_pthread_exit")}, {}, {}, 20);
+  ASSERT_EQ(p.plain.result.exit_code, 0) << Show(p.plain.result);
+  EXPECT_TRUE(NoHarm(p)) << "(a process still running after 20 s is killed: signal 9)";
+}
+
+TEST(NoHarm, UnshareUserNamespaceWorksAsWithoutDlprof) {
+  Pair p = RunBoth({Harm("unshare_user")});
+  ASSERT_EQ(p.plain.result.exit_code, 0) << Show(p.plain.result);
+  if (p.plain.result.out.find("= 0 (ok)") == std::string::npos) {
+    GTEST_SKIP() << "unshare(CLONE_NEWUSER) fails here even without dlprof: " << p.plain.result.out;
+  }
+  EXPECT_TRUE(NoHarm(p));
+}
+
+TEST(NoHarm, ThreadCountInProcSelfTaskIsTheProgramsOwn) {
+  Pair p = RunBoth({Harm("thread_count")});
+  ASSERT_EQ(p.plain.result.out,
+            "at start: 1\nafter work: 1\nwith 3 threads: 4\nafter join: 1\n");
+  EXPECT_TRUE(NoHarm(p));
+}
+
+// prctl(PR_SET_SECCOMP) filters the calling thread and the threads it starts
+// later, not a collector thread started before; seccomp(2) with
+// SECCOMP_FILTER_FLAG_TSYNC filters every thread.
+void ExpectSandboxedProgramUnharmed(const std::string& action, const std::string& scope) {
+  Pair p = RunBoth({Harm("seccomp_openat"), action, scope});
+  ASSERT_EQ(p.plain.result.exit_code, 0) << Show(p.plain.result);
+  ASSERT_NE(p.plain.result.out.find("done"), std::string::npos) << Show(p.plain.result);
+  if (action == "errno") {
+    ASSERT_NE(p.plain.result.out.find("own open: -1 (Operation not permitted)"), std::string::npos)
+        << Show(p.plain.result);
+  }
+  EXPECT_TRUE(NoHarm(p));
+}
+
+TEST(NoHarm, SeccompFilterRefusingOpenatWithEpermLeavesTheProgramRunning) {
+  ExpectSandboxedProgramUnharmed("errno", "thread");
+}
+
+TEST(NoHarm, SeccompFilterKillingOnOpenatDoesNotKillTheProgram) {
+  ExpectSandboxedProgramUnharmed("kill", "thread");
+}
+
+TEST(NoHarm, SeccompFilterOnEveryThreadRefusingOpenatLeavesTheProgramRunning) {
+  ExpectSandboxedProgramUnharmed("errno", "tsync");
+}
+
+TEST(NoHarm, SeccompFilterOnEveryThreadKillingOnOpenatDoesNotKillTheProgram) {
+  ExpectSandboxedProgramUnharmed("kill", "tsync");
+}
+
+TEST(NoHarm, RlimitNprocCountsOnlyTheProgramsThreads) {
+  Pair p = RunBoth({Harm("priv_drop"), std::string(kDirToken) + "/side", "nproc"});
+  ASSERT_EQ(p.plain.result.exit_code, 0) << Show(p.plain.result);
+  if (p.plain.result.out == "not root\n") GTEST_SKIP() << "needs root to become nobody";
+  ASSERT_NE(p.plain.result.out.find("started "), std::string::npos) << Show(p.plain.result);
+  EXPECT_TRUE(NoHarm(p));
+}
+
+TEST(NoHarm, AddressSpaceLimitLeavesTheProgramItsMemory) {
+  if (testing::kUnderSanitizer) GTEST_SKIP() << "sanitizers reserve terabytes of shadow: no RLIMIT_AS";
+  Pair p = RunBoth({Harm("address_space"), "1024", "8"});
+  ASSERT_EQ(p.plain.result.exit_code, 0) << Show(p.plain.result);
+  auto mib = [](const std::string& out) { return atol(out.c_str() + strlen("allocated ")); };
+  long plain = mib(p.plain.result.out), profiled = mib(p.profiled.result.out);
+  ASSERT_GT(plain, 500) << Show(p.plain.result);
+  EXPECT_EQ(p.profiled.result.exit_code, 0) << Show(p.profiled.result);
+  // dlprof's own memory is allowed for, not an arena per thread.
+  EXPECT_GE(profiled, plain * 9 / 10) << "under RLIMIT_AS the program got " << profiled
+                                      << " MiB with dlprof, " << plain << " MiB without";
+}
+
+TEST(NoHarm, PythonForkDoesNotWarnAboutThreadsItDidNotStart) {
+  std::string python = FindPython();
+  if (python.empty()) GTEST_SKIP() << "no python3 in PATH";
+  const char* script =
+      "import os, sys, time\n"
+      "end = time.process_time() + 0.2\n"
+      "while time.process_time() < end: pass\n"
+      "pid = os.fork()\n"
+      "if pid == 0:\n"
+      "    os._exit(0)\n"
+      "print('child exited', os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n";
+  ProcessResult version = RunProcess({python, "-c", "import sys; print(sys.version_info >= (3, 12))"}, PlainEnv());
+  if (version.out != "True\n") {
+    GTEST_SKIP() << "Python 3.12+ warns about fork() in a multi-threaded process; " << python
+                 << " is older (the comparison would pass for no reason)";
+  }
+  Pair p = RunBoth({python, "-W", "default", "-c", script});
+  ASSERT_EQ(p.plain.result.out, "child exited 0\n") << Show(p.plain.result);
+  // Python 3.12+ warns "This process ... is multi-threaded, use of fork() may
+  // lead to deadlocks in the child" when another thread exists.
+  EXPECT_TRUE(NoHarm(p));
+  EXPECT_EQ(p.profiled.result.err.find("multi-threaded"), std::string::npos) << Show(p.profiled.result);
+}
+
+// ---------------------------------------------------------------------------
+// 4. Signals.
+
+TEST(NoHarm, SigprofBlockedAtExecDoesNotKillTheNewImage) {
+  // The exec'd image has no dlprof (a launcher that cleans the environment):
+  // nothing dlprof left may be pending for it.
+  Pair p = RunBoth({Harm("exec_after"), "blocked", "clean", Harm("sigprof_report"), "full"});
+  ASSERT_EQ(p.plain.result.out,
+            "SIGPROF: ignored 0, caught 0, blocked 1, pending 0\nalive after unblocking SIGPROF\n");
+  EXPECT_TRUE(NoHarm(p));
+}
+
+TEST(NoHarm, SigprofBlockedAtExecDoesNotKillTheNewImageProfiledToo) {
+  // The exec'd image inherits LD_PRELOAD and is profiled as well.
+  Pair p = RunBoth({Harm("exec_after"), "blocked", "inherit", Harm("sigprof_report"), "alive"});
+  ASSERT_EQ(p.plain.result.out, "alive after unblocking SIGPROF\n");
+  EXPECT_TRUE(NoHarm(p));
+}
+
+TEST(NoHarm, SigIgnForSigprofIsInheritedAcrossExec) {
+  Pair p = RunBoth({Harm("exec_after"), "ignored", "clean", Harm("sigprof_report"), "full"});
+  ASSERT_EQ(p.plain.result.out,
+            "SIGPROF: ignored 1, caught 0, blocked 0, pending 0\nalive after unblocking SIGPROF\n");
+  EXPECT_TRUE(NoHarm(p));
+}
+
+TEST(NoHarm, ProgramWaitingForSigprofReceivesNoneOfDlprofs) {
+  Pair p = RunBoth({Harm("sigprof_wait"), "wait"});
+  ASSERT_EQ(p.plain.result.out, "SIGPROF seen: sigpending 0, sigtimedwait 0, signalfd 0\n");
+  EXPECT_TRUE(NoHarm(p));
+}
+
+TEST(NoHarm, SigprofBlockedInEveryThreadWarnsInsteadOfRecordingNothing) {
+  Pair p = RunBoth({Harm("sigprof_wait"), "block"});
+  ASSERT_EQ(p.plain.result.exit_code, 0) << Show(p.plain.result);
+  bool stepped_aside = false;
+  EXPECT_TRUE(NoHarm(p, &stepped_aside));
+  // Either it samples anyway, or it says that it cannot.
+  EXPECT_TRUE(p.Samples(Harm("sigprof_wait")) > 0 || stepped_aside)
+      << "0 samples and no warning: " << Show(p.profiled.result) << "\n" << p.Processes();
+}
+
+// ---------------------------------------------------------------------------
+// 5. Stacks.
+
+void ExpectSmallStacksSurvive(const std::string& backend) {
+  if (testing::kUnderSanitizer) GTEST_SKIP() << "instrumented frames do not fit 16 KiB stacks";
+  std::map<std::string, std::string> env;
+  if (!backend.empty()) env["DLPROF_BACKEND"] = backend;
+  Pair p = RunBoth({Harm("small_stacks"), "4"}, env);
+  ASSERT_EQ(p.plain.result.exit_code, 0) << Show(p.plain.result);
+  EXPECT_TRUE(NoHarm(p)) << p.Processes();
+  EXPECT_EQ(p.profiled.result.term_signal, 0) << Show(p.profiled.result);
+}
+
+TEST(NoHarm, SixteenKibStacksSurviveSamplingWithTheDefaultUnwinder) { ExpectSmallStacksSurvive(""); }
+
+TEST(NoHarm, SixteenKibStacksSurviveSamplingWithLibunwind) { ExpectSmallStacksSurvive("libunwind"); }
+
+TEST(NoHarm, SixteenKibStacksSurviveSamplingWithFramePointers) { ExpectSmallStacksSurvive("fp"); }
+
+TEST(NoHarm, ProgramWithRdtscDisabledIsNotKilled) {
+  Pair p = RunBoth({Harm("tsc_sigsegv")});
+  ASSERT_EQ(p.plain.result.exit_code, 0) << Show(p.plain.result);
+  if (p.plain.result.out.find("unsupported") != std::string::npos) {
+    GTEST_SKIP() << p.plain.result.out;
+  }
+  EXPECT_TRUE(NoHarm(p));
+}
+
+// ---------------------------------------------------------------------------
+// 6. Processes.
+
+TEST(NoHarm, RawForkAndUnderscoreForkChildrenLeaveTheParentsProfileWhole) {
+  Pair p = RunBoth({Harm("raw_fork"), std::string(kDirToken) + "/parent"});
+  ASSERT_EQ(p.plain.result.exit_code, 0) << Show(p.plain.result);
+  EXPECT_TRUE(NoHarm(p));
+  std::istringstream side(ReadFile(p.profiled.dir + "/parent"));
+  int pid = 0;
+  int64_t fork_ns = 0, after_ns = 0, cpu_ms_before_fork = 0;
+  side >> pid >> fork_ns >> after_ns >> cpu_ms_before_fork;
+  ASSERT_GT(pid, 0) << "the profiled parent wrote no pid";
+  int found = -1, count = 0;
+  for (size_t i = 0; i < p.profile.processes.size(); ++i) {
+    if (p.profile.processes[i].pid != pid) continue;
+    found = static_cast<int>(i);
+    ++count;
+  }
+  ASSERT_EQ(count, 1) << "the parent (pid " << pid << ") should be one process\n" << p.Processes();
+  const Process& parent = p.profile.processes[found];
+  EXPECT_TRUE(parent.complete && parent.end_reason == "exit") << p.Processes();
+  EXPECT_TRUE(parent.warnings.empty()) << p.Processes() << "\n first: "
+                                       << (parent.warnings.empty() ? "" : parent.warnings[0]);
+  // 500 ms of CPU after the children were reaped, at 1000 Hz.
+  // While the children burn 200 ms of CPU the parent waits in waitpid: CPU
+  // samples in its profile then are the children's.
+  // Before the fork, no more samples than the parent's CPU time at 1000 Hz.
+  int64_t before = 0, after = 0, while_waiting = 0;
+  for (const Sample& s : p.profile.samples) {
+    if (s.process != static_cast<uint32_t>(found) || s.kind != SampleKind::kCpu) continue;
+    if (s.time_ns <= fork_ns) before += s.count;
+    if (s.time_ns > after_ns) after += s.count;
+    if (s.time_ns > fork_ns && s.time_ns < after_ns) while_waiting += s.count;
+  }
+  EXPECT_LE(before, cpu_ms_before_fork * 5 / 4 + 20)
+      << "samples stamped before the fork: more than the parent's " << cpu_ms_before_fork
+      << " ms of CPU then (the children wrote the parent's samples again?)\n" << p.Processes();
+  EXPECT_LT(while_waiting, 50) << "the children's samples landed in the parent's file\n" << p.Processes();
+  EXPECT_GT(after, 200) << "the parent's sampling stopped when a child exited\n" << p.Processes();
+}
+
+TEST(NoHarm, RelativeOutFolderKeepsWorkersStartedAfterChdir) {
+  std::string tmp = MakeTempDir("dlprof-noharm-rel");
+  std::string elsewhere = tmp + "/elsewhere";
+  mkdir(elsewhere.c_str(), 0700);
+  mkdir((tmp + "/rel").c_str(), 0700);  // only out/ is missing: dlprof makes that one
+  char cwd[PATH_MAX];
+  ASSERT_NE(getcwd(cwd, sizeof(cwd)), nullptr);
+  ASSERT_EQ(chdir(tmp.c_str()), 0);
+  ProcessResult r = RunProcess({Harm("chdir_spawn"), elsewhere, Harm("cpu_burn"), "300"},
+                               ProfiledEnv("rel/out"));
+  ASSERT_EQ(chdir(cwd), 0);
+  EXPECT_EQ(r.exit_code, 0) << Show(r);
+  EXPECT_EQ(r.out, "cpu_burn: 1 thread(s) burned 300 ms each\nworker exited 0\n") << Show(r);
+  EXPECT_EQ(r.err, "") << Show(r);
+  Pair p;
+  p.out = tmp + "/rel/out";
+  ReadProfile(&p);
+  EXPECT_GT(p.Samples(Harm("chdir_spawn")), 0u) << p.Processes();
+  EXPECT_GT(p.Samples(Harm("cpu_burn")), 100u) << "the worker started after the cd is not in the run\n"
+                                         << p.Processes();
+  struct stat st;
+  EXPECT_NE(stat((elsewhere + "/rel").c_str(), &st), 0)
+      << "a profile went to the folder the program moved to: " << elsewhere << "/rel";
+}
+
+TEST(NoHarm, MissingParentFoldersOfOutAreCreated) {
+  std::string tmp = MakeTempDir("dlprof-noharm-mkdir");
+  ProcessResult r = RunProcess({Harm("cpu_burn"), "300"}, ProfiledEnv(tmp + "/a/b/c"));
+  EXPECT_EQ(r.exit_code, 0) << Show(r);
+  EXPECT_EQ(r.out, "cpu_burn: 1 thread(s) burned 300 ms each\n");
+  Pair p;
+  p.out = tmp + "/a/b/c";
+  ReadProfile(&p);
+  EXPECT_GT(p.Samples(Harm("cpu_burn")), 100u) << "stderr: " << r.err << "\n" << p.Processes();
+}
+
+TEST(NoHarm, BackendsDescribeInstallsNoSigprofHandlerWhenLoadedWithDlopen) {
+  ProcessResult r = RunProcess({Harm("describe_sigprof"), kLib}, PlainEnv());
+  EXPECT_EQ(r.out, "before: SIGPROF caught 0\ndescribed: 1\nafter: SIGPROF caught 0, ignored 0\n")
+      << Show(r);
+  EXPECT_EQ(r.exit_code, 0);
+}
+
+TEST(NoHarm, BackendsDescribeInstallsNoSigprofHandlerWhenPreloadedButOff) {
+  auto env = PlainEnv({{"LD_PRELOAD", kLib}});
+  ProcessResult r = RunProcess({Harm("describe_sigprof")}, env);
+  EXPECT_EQ(r.out, "before: SIGPROF caught 0\ndescribed: 1\nafter: SIGPROF caught 0, ignored 0\n")
+      << Show(r);
+  EXPECT_EQ(r.exit_code, 0);
+}
+
+void ExpectNoEintrWithItimer(const std::string& load, uint64_t min_samples) {
+  Pair p = RunBoth({Harm("eintr_loops"), load}, {{"DLPROF_TIMER", "itimer"}});
+  ASSERT_EQ(p.plain.result.out, "EINTR: select 0, epoll_wait 0, sem_timedwait 0\n");
+  EXPECT_TRUE(NoHarm(p));
+  EXPECT_GT(p.Samples(Harm("eintr_loops")), min_samples) << p.Processes();
+}
+
+TEST(NoHarm, ItimerLeaksNoEintrIntoSelectEpollAndSemTimedwait) { ExpectNoEintrWithItimer("busy", 200); }
+
+// Mostly idle: the ticks that expire while dlprof's own thread runs must not
+// go to a waiting thread either.
+TEST(NoHarm, ItimerLeaksNoEintrIntoWaitsOfAMostlyIdleProgram) { ExpectNoEintrWithItimer("light", 20); }
+
+TEST(NoHarm, GperftoolsBackendListedAsAvailableSamples) {
+  ProcessResult list = RunProcess({kDlprof, "backends"}, PlainEnv());
+  ASSERT_EQ(list.exit_code, 0) << Show(list);
+  bool listed = false;
+  for (const auto& line : Lines(list.out)) {
+    std::istringstream words(line);
+    std::string kind, name, available;
+    words >> kind >> name >> available;
+    if (kind == "unwinder" && name == "gperftools") listed = available == "yes";
+  }
+  if (!listed) GTEST_SKIP() << "gperftools is not listed as available here:\n" << list.out;
+  Pair p = RunBoth({Harm("cpu_burn"), "500", "2"}, {{"DLPROF_BACKEND", "gperftools"}});
+  EXPECT_TRUE(NoHarm(p));
+  EXPECT_GT(p.Samples(Harm("cpu_burn")), 200u)
+      << "`dlprof backends` lists gperftools as available, but it records no CPU samples\n"
+      << Show(p.profiled.result) << "\n" << p.Processes();
+}
+
+TEST(NoHarm, WorkerForkedAfterAPrivilegeDropIsProfiledOrSaysWhy) {
+  Pair p = RunBoth({Harm("priv_drop"), std::string(kDirToken) + "/side", "worker"});
+  ASSERT_EQ(p.plain.result.exit_code, 0) << Show(p.plain.result);
+  if (p.plain.result.out == "not root\n") GTEST_SKIP() << "needs root to drop privileges";
+  ASSERT_EQ(p.plain.result.out, "worker exited 0\n");
+  bool stepped_aside = false;
+  EXPECT_TRUE(NoHarm(p, &stepped_aside));
+  int worker = atoi(ReadFile(p.profiled.dir + "/side").c_str());
+  uint64_t samples = 0;
+  for (const Process& pr : p.profile.processes) {
+    if (pr.pid == worker) samples += pr.samples;
+  }
+  EXPECT_TRUE(samples > 100 || stepped_aside)
+      << "the worker (pid " << worker << ") is silently unprofiled: " << Show(p.profiled.result)
+      << "\n" << p.Processes();
+}
+
+TEST(NoHarm, NonDumpableProcessReportsSleepingThreadAsBlocked) {
+  Pair p = RunBoth({Harm("priv_drop"), std::string(kDirToken) + "/side", "nondumpable"});
+  ASSERT_EQ(p.plain.result.exit_code, 0) << Show(p.plain.result);
+  if (p.plain.result.out == "not root\n") GTEST_SKIP() << "needs root to drop privileges";
+  EXPECT_TRUE(NoHarm(p));
+  uint32_t sleeper = static_cast<uint32_t>(atoi(ReadFile(p.profiled.dir + "/side").c_str()));
+  ASSERT_GT(sleeper, 0u);
+  int64_t wall = 0, blocked = 0;
+  for (const Sample& s : p.profile.samples) {
+    if (s.kind != SampleKind::kWall || s.tid != sleeper) continue;
+    wall += s.wall_ns;
+    if (!s.on_cpu) blocked += s.wall_ns - s.cpu_ns;
+  }
+  ASSERT_GT(wall, 300000000) << "no wall time for the sleeping thread " << sleeper << "\n" << p.Processes();
+  EXPECT_GT(static_cast<double>(blocked) / wall, 0.8)
+      << "the thread slept 600 ms, but " << blocked / 1000000 << " of its " << wall / 1000000
+      << " ms are recorded as blocked";
+}
+
+// ---------------------------------------------------------------------------
+// 7. Loaded with dlopen.
+
+void ExpectWholeWorkers(const Pair& p) {
+  int workers = 0;
+  for (const Process& w : p.profile.processes) {
+    if (w.role != "worker") continue;
+    ++workers;
+    double cpu_s = w.hz > 0 ? static_cast<double>(w.samples) / w.hz : 0;
+    double wall_s = (w.end_ns - w.start_ns) / 1e9;
+    // Each burned 3 s of CPU: cut at the first flush, it shows ~1 s.
+    EXPECT_GT(cpu_s, 2.4) << "worker " << w.pid << ": " << cpu_s << " s of CPU recorded\n"
+                          << p.Processes();
+    EXPECT_GT(wall_s, 2.7) << "worker " << w.pid << ": " << wall_s << " s of wall time recorded";
+  }
+  EXPECT_EQ(workers, 2) << p.Processes();
+}
+
+TEST(NoHarm, DlopenedLibraryRecordsWholeRunsOfWorkersThatCallExit) {
+  Pair p = RunBoth({Harm("dlopen_workers"), kLib, "3000", "exit"}, {{"LD_PRELOAD", kUnset}}, {}, 120);
+  ASSERT_EQ(p.plain.result.out, "workers exited: 0 0\n") << Show(p.plain.result);
+  EXPECT_TRUE(NoHarm(p));
+  ExpectWholeWorkers(p);
+}
+
+TEST(NoHarm, DlopenedLibraryRecordsWholeRunsOfWorkersThatCallUnderscoreExit) {
+  // As Python's multiprocessing and DataLoader workers leave: os._exit().
+  Pair p = RunBoth({Harm("dlopen_workers"), kLib, "3000", "_exit"}, {{"LD_PRELOAD", kUnset}}, {}, 120);
+  ASSERT_EQ(p.plain.result.out, "workers exited: 0 0\n") << Show(p.plain.result);
+  EXPECT_TRUE(NoHarm(p));
+  ExpectWholeWorkers(p);
+}
+
+TEST(NoHarm, CtypesLoadedLibraryRecordsForkedWorkersWholeRuns) {
+  std::string python = FindPython();
+  if (python.empty()) GTEST_SKIP() << "no python3 in PATH";
+  const char* script =
+      "import ctypes, os, sys, time\n"
+      "ctypes.CDLL(sys.argv[1])\n"
+      "pids = []\n"
+      "for i in range(2):\n"
+      "    pid = os.fork()\n"
+      "    if pid == 0:\n"
+      "        end = time.process_time() + 3.0\n"
+      "        x = 0\n"
+      "        while time.process_time() < end:\n"
+      "            x += 1\n"
+      "        os._exit(0)\n"
+      "    pids.append(pid)\n"
+      "print('workers exited:', *[os.waitstatus_to_exitcode(os.waitpid(p, 0)[1]) for p in pids])\n";
+  Pair p = RunBoth({python, "-c", script, kLib}, {{"LD_PRELOAD", kUnset}}, {}, 120);
+  ASSERT_EQ(p.plain.result.out, "workers exited: 0 0\n") << Show(p.plain.result);
+  EXPECT_TRUE(NoHarm(p));
+  ExpectWholeWorkers(p);
+}
+
+// ---------------------------------------------------------------------------
+// 8. Messages.
+
+TEST(NoHarm, NothingOfDlprofsEverGoesToStdout) {
+  const std::string want = "cpu_burn: 2 thread(s) burned 200 ms each\n";
+  std::string tmp = MakeTempDir("dlprof-noharm-stdout");
+  const std::vector<std::map<std::string, std::string>> cases = {
+      {},
+      {{"DLPROF_HZ", "fast"}},
+      {{"DLPROF_MODE", "verbose"}},
+      {{"DLPROF_TIMER", "sundial"}},
+      {{"DLPROF_BACKEND", "abacus"}},
+      {{"DLPROF_TIMER", "perf"}},
+      {{"DLPROF_OUT", "/proc/self/no/such/folder"}},
+      {{"DLPROF_OUT", tmp + "/file"}},  // a file, not a folder
+      {{"DLPROF_SAMPLE", "maybe"}},
+  };
+  testing::WriteFile(tmp + "/file", "x");
+  for (const auto& extra : cases) {
+    auto env = ProfiledEnv(tmp + "/out");
+    for (const auto& [k, v] : extra) env[k] = v;
+    ProcessResult r = RunProcess({Harm("cpu_burn"), "200", "2"}, env);
+    std::string what = extra.empty() ? "(defaults)" : extra.begin()->first + "=" + extra.begin()->second;
+    EXPECT_EQ(r.out, want) << what << ": " << Show(r);
+    EXPECT_EQ(r.exit_code, 0) << what << ": " << Show(r);
+  }
+}
+
+TEST(NoHarm, InvalidValueWarningHasNoRawControlCharacters) {
+  Pair p = RunBoth({Harm("cpu_burn"), "200"}, {{"DLPROF_HZ", "\x1b[31mbad\x07\r"}});
+  EXPECT_EQ(p.profiled.result.out, p.plain.result.out) << Show(p.profiled.result);
+  EXPECT_EQ(p.profiled.result.exit_code, 0) << Show(p.profiled.result);
+  const std::string& err = p.profiled.result.err;
+  ASSERT_NE(err.find("DLPROF_HZ"), std::string::npos) << "no warning about DLPROF_HZ: " << Show(p.profiled.result);
+  std::string raw;
+  for (unsigned char c : err) {
+    if ((c < 0x20 && c != '\n') || c == 0x7f) raw += "\\x" + std::string(1, "0123456789abcdef"[c >> 4]) + "0123456789abcdef"[c & 15];
+  }
+  EXPECT_EQ(raw, "") << "raw control characters on stderr: " << ::testing::PrintToString(err);
+  EXPECT_EQ(Lines(err).size(), 1u) << ::testing::PrintToString(err);
+}
+
+}  // namespace
+}  // namespace dlprof
