@@ -28,9 +28,10 @@ constexpr char kSymbol[] = "_Z24GetStackTraceWithContextPPviiPKv";
 using GetStackTraceWithContextFn = int (*)(void**, int, int, const void*);
 
 // Frames between gperftools' own call site and the interrupted code: our
-// Unwind, the caller's signal handler, the kernel's trampoline, with room.
+// Unwind, the caller's sample function, the stack switch, the signal handler,
+// the kernel's trampoline, with room.
 constexpr int kHandlerFrames = 32;
-// Largest trace we ask for, kept on the (signal) stack: 2.5 KiB.
+// Largest trace we ask for, kept on the stack the handler unwinds on: 2.5 KiB.
 constexpr int kBufferFrames = 320;
 
 struct Loaded {

@@ -13,9 +13,12 @@
 //    handler. It runs libunwind's tdep_trace(), which keeps a per-thread cache
 //    of each pc's frame layout and, once warm, reads a couple of stack words
 //    per frame with no lock and no syscall (~15 ns per frame). It starts at
-//    our own frame, crosses the kernel's signal frame and continues into the
-//    interrupted code; we keep what follows the interrupted pc. It does not
-//    take StackBounds: frames are found through the CFI.
+//    our own frame, on the slot's unwind stack (core/signal_handler.cc),
+//    crosses the stack switch (core/stack_switch.cc: a standard
+//    frame-pointer frame to tdep_trace, cached like any other) and the
+//    kernel's signal frame, and continues into the interrupted code; we keep
+//    what follows the interrupted pc. It does not take StackBounds: frames are
+//    found through the CFI.
 //  * Slow path (a context that is not the live signal frame, e.g. from
 //    getcontext(); other architectures; or a trace we cannot line up):
 //    unw_init_local2(UNW_INIT_SIGNAL_FRAME) + unw_step(). When the bounds hold
@@ -45,9 +48,10 @@ namespace dlprof {
 namespace {
 
 // Frames between unw_backtrace() and the interrupted code: our Unwind, the
-// caller's signal handler, the kernel's trampoline, with room to spare.
+// caller's sample function, the stack switch, the signal handler, the kernel's
+// trampoline, with room to spare.
 constexpr int kHandlerFrames = 32;
-// Largest trace we ask for, kept on the (signal) stack: 2.5 KiB.
+// Largest trace we ask for, kept on the stack the handler unwinds on: 2.5 KiB.
 constexpr int kBufferFrames = 320;
 
 class LibunwindUnwinder : public Unwinder {

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "backends/unwinder.h"
+#include "core/stack_switch.h"
 
 namespace dlprof {
 namespace {
@@ -39,6 +40,7 @@ struct Shot {
   uintptr_t pcs[kMaxPcs];
   int frames = 0;
   double seconds_per_unwind = 0;
+  uintptr_t stack_top = 0;  // the "switched" runs: unwind on this stack, as the handler does
 };
 Shot g_shot;
 
@@ -48,7 +50,7 @@ double Now() {
   return static_cast<double>(ts.tv_sec) + ts.tv_nsec * 1e-9;
 }
 
-void Handler(int, siginfo_t*, void* context) {
+void TimedUnwinds(void* context) {
   const auto* uc = static_cast<const ucontext_t*>(context);
   const double start = Now();
   int n = 0;
@@ -57,6 +59,14 @@ void Handler(int, siginfo_t*, void* context) {
   }
   g_shot.seconds_per_unwind = (Now() - start) / kRepeats;
   g_shot.frames = n;
+}
+
+void Handler(int, siginfo_t*, void* context) {
+  if (g_shot.stack_top != 0) {
+    RunOnStack(context, TimedUnwinds, g_shot.stack_top);
+  } else {
+    TimedUnwinds(context);
+  }
 }
 
 __attribute__((noipa)) void Descend(int depth, pid_t pid, pid_t tid) {
@@ -68,7 +78,7 @@ __attribute__((noipa)) void Descend(int depth, pid_t pid, pid_t tid) {
   asm volatile("" ::: "memory");  // Keep the frame: no tail call.
 }
 
-void BM_Unwind(benchmark::State& state, const std::string& name) {
+void BM_Unwind(benchmark::State& state, const std::string& name, bool switched) {
   std::string error;
   std::unique_ptr<Unwinder> unwinder = MakeUnwinder(name, &error);
   if (unwinder == nullptr) {
@@ -84,6 +94,12 @@ void BM_Unwind(benchmark::State& state, const std::string& name) {
   unwinder->PrepareThread();
   g_shot.unwinder = unwinder.get();
   g_shot.bounds = CurrentStackBounds();
+  static const uintptr_t stack = MapStack(64 << 10);
+  g_shot.stack_top = switched ? stack : 0;
+  if (switched && !StackSwitchSupported()) {
+    state.SkipWithError("no stack switch on this architecture");
+    return;
+  }
   const int depth = static_cast<int>(state.range(0));
   const pid_t pid = getpid();
   const pid_t tid = gettid();
@@ -107,14 +123,19 @@ void BM_Unwind(benchmark::State& state, const std::string& name) {
 }  // namespace dlprof
 
 int main(int argc, char** argv) {
-  for (const char* name : {"fp", "libunwind", "gperftools"}) {
-    benchmark::RegisterBenchmark((std::string("BM_Unwind/") + name).c_str(), dlprof::BM_Unwind,
-                                 std::string(name))
-        ->Arg(8)
-        ->Arg(32)
-        ->Arg(128)
-        ->UseManualTime()
-        ->Unit(benchmark::kNanosecond);
+  for (bool switched : {false, true}) {
+    for (const char* name : {"fp", "libunwind", "gperftools"}) {
+      // "switched": Unwind() runs on another stack, as in the profiler's
+      // handler (core/signal_handler.cc), so libunwind's fast trace and
+      // gperftools' walk from their own frame cross the stack switch.
+      std::string label = std::string("BM_Unwind/") + name + (switched ? "/switched" : "");
+      benchmark::RegisterBenchmark(label.c_str(), dlprof::BM_Unwind, std::string(name), switched)
+          ->Arg(8)
+          ->Arg(32)
+          ->Arg(128)
+          ->UseManualTime()
+          ->Unit(benchmark::kNanosecond);
+    }
   }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

@@ -38,6 +38,7 @@
 #include "core/proc_maps.h"
 #include "core/signal_handler.h"
 #include "core/signals.h"
+#include "core/stack_switch.h"
 
 namespace dlprof {
 
@@ -242,7 +243,11 @@ ThreadSlot* RegisterCurrentThread() {
     t_unregistrable = true;
     return nullptr;
   }
-  G->unwinder->PrepareThread();
+  // On the slot's unwind stack, where the samples will run: libunwind's warm-up
+  // walk takes more than a PTHREAD_STACK_MIN thread may have left.
+  RunOnStack(
+      G->unwinder.get(), [](void* u) { static_cast<Unwinder*>(u)->PrepareThread(); },
+      s->unwind_stack);
   t_tid = tid;
   PublishSlot(s);
   t_slot = s;

@@ -8,6 +8,7 @@
 
 #include "core/proc_maps.h"
 #include "core/signals.h"
+#include "core/stack_switch.h"
 #include "core/thread_registry.h"
 
 namespace dlprof {
@@ -39,47 +40,20 @@ bool InstallSignalHandler(int signo) {
 
 void RestoreSignalHandler(int signo) { RealSigaction(signo, &g_previous_action, nullptr); }
 
-void HandleProfilingSignal(int signo, siginfo_t* info, void* ucontext) {
-  const int saved_errno = errno;
-  if (info != nullptr && !IsOwnSignal(info)) {
-    // The program's own SIGPROF (raise, kill, its timer): not a sample.
-    if (g_sampler.on_foreign != nullptr) g_sampler.on_foreign(signo, info, ucontext);
-    errno = saved_errno;
-    return;
-  }
-  ThreadSlot* s = t_slot;
-  if (s != nullptr && (s->tid.load(std::memory_order_relaxed) != t_tid ||
-                       s->state.load(std::memory_order_acquire) != kSlotLive)) {
-    s = nullptr;  // the slot was freed (thread exiting) or given to another thread
-    t_slot = nullptr;
-  }
-  if (s == nullptr) {
-    // A thread that existed before start, or one the process-wide timer chose:
-    // find its slot once (then remember it).
-    pid_t tid = CurrentTid();
-    s = FindSlot(tid);
-    if (s != nullptr) {
-      t_tid = tid;
-      t_slot = s;
-    }
-  }
-  if (s == nullptr) {
-    g_sampler.dropped_nothread.fetch_add(1, std::memory_order_relaxed);
-    errno = saved_errno;
-    return;
-  }
-  // in_handler first, then the switches: a fork() that raises its fence and
-  // then finds in_handler clear knows this sample will not start (seq_cst).
-  if (s->in_handler.exchange(1, std::memory_order_seq_cst) != 0) {
-    s->dropped_busy.fetch_add(1, std::memory_order_relaxed);
-    errno = saved_errno;
-    return;
-  }
-  if (!g_sampler.active.load(std::memory_order_seq_cst)) {
-    s->in_handler.store(0, std::memory_order_release);
-    errno = saved_errno;
-    return;
-  }
+namespace {
+
+struct SampleCall {
+  ThreadSlot* slot;
+  siginfo_t* info;
+  const ucontext_t* uc;
+};
+
+// The sample itself, on the slot's unwind stack (or, without one, on the
+// program's): unwind, weigh, write the ring. The caller holds in_handler.
+// This function is safe to call from asynchronous signals.
+__attribute__((noinline)) void TakeSample(void* arg) {
+  const SampleCall* call = static_cast<const SampleCall*>(arg);
+  ThreadSlot* s = call->slot;
   Unwinder* unwinder = g_sampler.unwinder;
   if (g_sampler.fork_fence.load(std::memory_order_seq_cst) != 0 &&
       g_sampler.fork_unwinder != nullptr) {
@@ -90,13 +64,12 @@ void HandleProfilingSignal(int signo, siginfo_t* info, void* ucontext) {
 
   uintptr_t pcs[kMaxFrames];
   t_in_unwind = true;  // the loader is only tried, never waited for (proc_maps.h)
-  int frames = unwinder->Unwind(static_cast<const ucontext_t*>(ucontext), s->bounds, pcs,
-                                g_sampler.max_frames);
+  int frames = unwinder->Unwind(call->uc, s->bounds, pcs, g_sampler.max_frames);
   t_in_unwind = false;
   if (frames < 0) frames = 0;
   uint32_t depth = s->depth.load(std::memory_order_relaxed);
   if (depth > static_cast<uint32_t>(kMaxStageDepth)) depth = kMaxStageDepth;
-  int extra = g_sampler.timer->Overrun(info);
+  int extra = g_sampler.timer->Overrun(call->info);
   if (extra < 0) extra = 0;
   int64_t preempted_ns = 0;
   if (g_sampler.weigh_by_cpu_time) {
@@ -139,6 +112,56 @@ void HandleProfilingSignal(int signo, siginfo_t* info, void* ucontext) {
   }
   const int64_t spent = MonotonicNs() - start - preempted_ns;
   s->handler_ns.fetch_add(static_cast<uint64_t>(spent > 0 ? spent : 0), std::memory_order_relaxed);
+}
+
+}  // namespace
+
+void HandleProfilingSignal(int signo, siginfo_t* info, void* ucontext) {
+  const int saved_errno = errno;
+  if (info != nullptr && !IsOwnSignal(info)) {
+    // The program's own SIGPROF (raise, kill, its timer): not a sample.
+    if (g_sampler.on_foreign != nullptr) g_sampler.on_foreign(signo, info, ucontext);
+    errno = saved_errno;
+    return;
+  }
+  ThreadSlot* s = t_slot;
+  if (s != nullptr && (s->tid.load(std::memory_order_relaxed) != t_tid ||
+                       s->state.load(std::memory_order_acquire) != kSlotLive)) {
+    s = nullptr;  // the slot was freed (thread exiting) or given to another thread
+    t_slot = nullptr;
+  }
+  if (s == nullptr) {
+    // A thread that existed before start, or one the process-wide timer chose:
+    // find its slot once (then remember it).
+    pid_t tid = CurrentTid();
+    s = FindSlot(tid);
+    if (s != nullptr) {
+      t_tid = tid;
+      t_slot = s;
+    }
+  }
+  if (s == nullptr) {
+    g_sampler.dropped_nothread.fetch_add(1, std::memory_order_relaxed);
+    errno = saved_errno;
+    return;
+  }
+  // in_handler first, then the switches: a fork() that raises its fence and
+  // then finds in_handler clear knows this sample will not start (seq_cst).
+  if (s->in_handler.exchange(1, std::memory_order_seq_cst) != 0) {
+    s->dropped_busy.fetch_add(1, std::memory_order_relaxed);
+    errno = saved_errno;
+    return;
+  }
+  if (!g_sampler.active.load(std::memory_order_seq_cst)) {
+    s->in_handler.store(0, std::memory_order_release);
+    errno = saved_errno;
+    return;
+  }
+  // The rest runs on the slot's unwind stack: the program's stack may have
+  // little room left (a PTHREAD_STACK_MIN thread deep in a recursion), and
+  // unwinding takes up to ~24 KiB (libunwind's slow path).
+  SampleCall call{s, info, static_cast<const ucontext_t*>(ucontext)};
+  RunOnStack(&call, TakeSample, s->unwind_stack);
   s->in_handler.store(0, std::memory_order_release);
   errno = saved_errno;
 }

@@ -55,6 +55,11 @@ void RestoreSignalHandler(int signo);
 // This function is safe to call from asynchronous signals (not re-entrant on a
 // thread: a nested call drops its sample and counts it). Saves and restores
 // errno; never allocates, locks or blocks; a full ring drops and counts.
+// Stack: on the program's stack it only finds the slot and sets in_handler
+// (~100 bytes below the kernel's signal frame, at most 2 KiB, whatever the
+// unwinder: tests/signal_stack_test.cc); the unwind and the ring writes run on
+// the slot's unwind stack (ThreadSlot::unwind_stack, core/stack_switch.h).
+// It changes no per-thread state the program can see (no sigaltstack).
 void HandleProfilingSignal(int signo, siginfo_t* info, void* ucontext);
 
 int64_t MonotonicNs();

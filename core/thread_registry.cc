@@ -5,6 +5,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "core/stack_switch.h"
+
 namespace dlprof {
 
 __thread ThreadSlot* t_slot __attribute__((tls_model("initial-exec"))) = nullptr;
@@ -28,6 +30,7 @@ uint64_t* MapWords(size_t words) {
 // into freed memory.
 uint64_t* g_sample_mem[kMaxThreads];
 uint64_t* g_event_mem[kMaxThreads];
+uintptr_t g_unwind_stack[kMaxThreads];
 
 }  // namespace
 
@@ -65,6 +68,10 @@ ThreadSlot* ClaimSlot(pid_t tid) {
     }
     if (g_sample_mem[i] == nullptr) g_sample_mem[i] = MapWords(kSampleRingWords);
     if (g_event_mem[i] == nullptr) g_event_mem[i] = MapWords(kEventRingWords);
+    if (g_unwind_stack[i] == 0 && StackSwitchSupported()) {
+      g_unwind_stack[i] = MapStack(kUnwindStackBytes);
+    }
+    s->unwind_stack = g_unwind_stack[i];
     s->samples.Init(g_sample_mem[i], g_sample_mem[i] ? kSampleRingWords : 0);
     s->events.Init(g_event_mem[i], g_event_mem[i] ? kEventRingWords : 0);
     ResetSlot(s);

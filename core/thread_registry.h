@@ -22,6 +22,10 @@ constexpr int kMaxThreads = 1024;
 constexpr int kMaxStageDepth = DLPROF_MAX_STAGE_DEPTH;
 constexpr size_t kSampleRingWords = 1 << 15;  // 256 KiB: > 100 ms of deep stacks at 1000 Hz
 constexpr size_t kEventRingWords = 1 << 13;   // 64 KiB: 4096 events between drains
+// The stack the signal handler samples on (core/signal_handler.cc): libunwind's
+// slow path takes up to ~24 KiB, so 64 KiB leaves room for a program's own
+// handler of another signal that lands while a sample is taken.
+constexpr size_t kUnwindStackBytes = 64 << 10;
 
 enum SlotState : int { kSlotFree = 0, kSlotClaimed = 1, kSlotLive = 2, kSlotExited = 3 };
 
@@ -43,6 +47,11 @@ struct ThreadSlot {
   std::atomic<uint32_t> stage_exits{0};
 
   std::atomic<int> in_handler{0};
+  // Top of the slot's own unwind stack (core/stack_switch.h MapStack), 0 if it
+  // could not be mapped (then the handler samples on the program's stack).
+  // Mapped at the slot's first claim and never freed, like the rings; only
+  // the slot's thread runs on it, inside its handler (in_handler set).
+  uintptr_t unwind_stack = 0;
   // The thread's CPU time at its previous sample: the handler's, but set by
   // whoever arms the thread's timer (the collector, for other threads), just
   // before. A signal from an earlier arming may still be on its way then, so
@@ -81,8 +90,8 @@ ThreadSlot* SlotAt(int i);
 // slot is below it. This function is safe to call from asynchronous signals.
 int SlotLimit();
 
-// Claims a slot for `tid` (allocating its rings on first use; rings are kept
-// when a slot is reused, and never freed). Fills the stack bounds when `tid` is
+// Claims a slot for `tid` (allocating its rings and unwind stack on first use;
+// they are kept when a slot is reused, and never freed). Fills the stack bounds when `tid` is
 // the calling thread. nullptr when all slots are taken. Not signal-safe.
 ThreadSlot* ClaimSlot(pid_t tid);
 // Makes a claimed slot visible to the handler and the collector.
