@@ -13,6 +13,7 @@
 
 #include "core/exit_exec.h"
 #include "core/proc_maps.h"
+#include "core/signals.h"
 
 // Same attributes as glibc's declarations give them.
 extern "C" int dlprof_own_pthread_create(pthread_t*, const pthread_attr_t*, void* (*)(void*),
@@ -44,6 +45,15 @@ extern "C" DLPROF_EXPORT int sigaction(int signo, const struct sigaction* __rest
 
 extern "C" DLPROF_EXPORT void (*signal(int signo, void (*handler)(int)) noexcept)(int) {
   return dlprof::ProgramSignalCall(signo, handler);
+}
+
+// A thread that blocks SIGPROF is not sampled while it does (core/session.h
+// AfterProgramMask).
+extern "C" DLPROF_EXPORT int pthread_sigmask(int how, const sigset_t* set, sigset_t* old) noexcept {
+  return dlprof::ProgramSigmaskCall(how, set, old, true);
+}
+extern "C" DLPROF_EXPORT int sigprocmask(int how, const sigset_t* set, sigset_t* old) noexcept {
+  return dlprof::ProgramSigmaskCall(how, set, old, false);
 }
 
 // --- leaving the image: _exit and exec ---

@@ -215,7 +215,7 @@ bool Armed() {
 
 void ArmSlot(ThreadSlot* s) {
   TimerLock lock;
-  if (!Armed() || s->timer.armed) return;
+  if (!Armed() || s->timer.armed || s->sigprof_blocked.load(std::memory_order_relaxed)) return;
   // The first sample's weight counts from here (set before any signal can come).
   timespec cpu;
   // The thread's CPU clock (unsigned: shifting the negative ~tid is undefined).
@@ -469,7 +469,7 @@ void* CollectorMain(void*) {
   g_collector_entered.store(true, std::memory_order_release);
   sigset_t all;
   sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, nullptr);  // signals go to the program's threads
+  RealPthreadSigmask(SIG_BLOCK, &all, nullptr);  // signals go to the program's threads
   // The tick period. Each wake-up costs ~60-90 us of CPU on a VM (a bare
   // 100 Hz sleep loop is 1.2% of a core there: BENCHMARKS.md), so in light
   // mode the collector ticks kSlowTickFactor times less often once every
@@ -1174,16 +1174,47 @@ void BeforeQuickExit(int status) {
   RequestFlush(1000);  // only atomics and nanosleep: signal-safe
 }
 
+// Whether PrepareSigprofForExec put SIG_IGN in (undone if the exec fails).
+std::atomic<bool> g_sigprof_ignored_for_exec{false};
+
 bool BeforeExec() {
   if (!OwnSession()) return false;
   g_exec_end_pending.store(true);
-  return RequestFlush(1000);
+  const bool flushed = RequestFlush(1000);
+  // Every timer is disarmed now (or the collector is gone): what is still
+  // pending here would outlive the image.
+  g_sigprof_ignored_for_exec.store(PrepareSigprofForExec());
+  return flushed;
 }
 
 void AfterFailedExec(bool prepared) {
-  if (!prepared || !OwnSession()) return;
+  if (!OwnSession()) return;
+  AfterFailedExecSigprof(g_sigprof_ignored_for_exec.exchange(false));
+  if (!prepared) return;
   g_rearm_pending.store(true);
   WakeCollector();
+}
+
+void AfterProgramMask(bool sigprof_blocked) {
+  if (!OwnSession()) return;
+  ThreadSlot* s = t_slot;
+  if (s == nullptr || s->sigprof_blocked.load(std::memory_order_relaxed) == sigprof_blocked) return;
+  s->sigprof_blocked.store(sigprof_blocked, std::memory_order_relaxed);
+  if (!sigprof_blocked) {
+    ArmSlot(s);  // (not while the baseline runs, or once sampling is off)
+    return;
+  }
+  {
+    TimerLock lock;
+    G->timer->DisarmThread(&s->timer);
+  }
+  TakeOwnPendingSigprof();
+  static std::atomic<bool> warned{false};
+  if (!warned.exchange(true)) {
+    WarnLine(
+        "dlprof: a thread of the program blocks SIGPROF; dlprof does not sample it while it does "
+        "(its wall time is still recorded)\n");
+  }
 }
 
 void StepAsideFromSigprof(bool behind_back) {

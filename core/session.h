@@ -51,6 +51,14 @@ void BeforeQuickExit(int status);
 // vfork child. These functions are safe to call from asynchronous signals.
 bool BeforeExec();
 void AfterFailedExec(bool prepared);
+// The calling thread now blocks SIGPROF (or no longer does), by its own
+// pthread_sigmask/sigprocmask (core/signals.h). Blocked: its timer is
+// disarmed and dlprof's pending ticks taken back, so none reaches the
+// program's sigwait/signalfd/sigpending; one line on stderr, once per
+// process. Unblocked: sampled again. This function is safe to call from
+// asynchronous signals, as far as the timer lock allows (see TimerLock).
+void AfterProgramMask(bool sigprof_blocked);
+
 // Counts a finished step (ends the unprofiled baseline when one is asked for).
 void OnStepEnd();
 

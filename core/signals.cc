@@ -3,12 +3,15 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
 
 #include <dlprof/dlprof.h>
 
 #include "core/hooks.h"
+#include "core/proc_maps.h"
 #include "core/session.h"
 #include "core/signal_handler.h"
 
@@ -19,7 +22,6 @@ extern "C" void (*bsd_signal(int signo, void (*handler)(int)))(int);
 namespace dlprof {
 namespace {
 
-using SigactionFn = int (*)(int, const struct sigaction*, struct sigaction*);
 using SignalFn = void (*(*)(int, void (*)(int)))(int);
 
 // The next sigaction()/signal() after ours in the lookup order: glibc's, or a
@@ -27,6 +29,19 @@ using SignalFn = void (*(*)(int, void (*)(int)))(int);
 // deliver signals safely, so nothing here may go around it).
 std::atomic<SigactionFn> g_next_sigaction{nullptr};
 std::atomic<SignalFn> g_next_signal{nullptr};
+using SigmaskFn = int (*)(int, const sigset_t*, sigset_t*);
+std::atomic<SigmaskFn> g_next_pthread_sigmask{nullptr};
+std::atomic<SigmaskFn> g_next_sigprocmask{nullptr};
+
+// Resolved once at start (ResolveSignalFunctions), never from a handler.
+SigmaskFn NextMaskFunction(std::atomic<SigmaskFn>* slot, const char* name) {
+  SigmaskFn f = slot->load(std::memory_order_acquire);
+  if (f == nullptr) {
+    f = reinterpret_cast<SigmaskFn>(dlsym(RTLD_NEXT, name));
+    slot->store(f, std::memory_order_release);
+  }
+  return f;
+}
 
 SigactionFn NextSigaction() {
   SigactionFn f = g_next_sigaction.load(std::memory_order_acquire);
@@ -109,12 +124,12 @@ class ViewLock {
   ViewLock() {
     sigset_t all;
     sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, &saved_);
+    RealPthreadSigmask(SIG_BLOCK, &all, &saved_);
     while (g_lock.test_and_set(std::memory_order_acquire)) sched_yield();
   }
   ~ViewLock() {
     g_lock.clear(std::memory_order_release);
-    pthread_sigmask(SIG_SETMASK, &saved_, nullptr);
+    RealPthreadSigmask(SIG_SETMASK, &saved_, nullptr);
   }
   ViewLock(const ViewLock&) = delete;
   ViewLock& operator=(const ViewLock&) = delete;
@@ -219,6 +234,72 @@ void ResolveSignalFunctions() {
   NextSigaction();
   NextSignal();
   FirstSigaction();
+  NextMaskFunction(&g_next_pthread_sigmask, "pthread_sigmask");
+  NextMaskFunction(&g_next_sigprocmask, "sigprocmask");
+}
+
+int RealPthreadSigmask(int how, const sigset_t* set, sigset_t* old) {
+  SigmaskFn f = g_next_pthread_sigmask.load(std::memory_order_acquire);
+  if (f == nullptr) {  // not resolved (a failed dlsym): the kernel's, as glibc's does
+    const int rc = static_cast<int>(syscall(SYS_rt_sigprocmask, how, set, old, _NSIG / 8));
+    return rc == 0 ? 0 : errno;
+  }
+  return f(how, set, old);
+}
+
+int ProgramSigmaskCall(int how, const sigset_t* set, sigset_t* old, bool pthread_style) {
+  SigmaskFn f = NextMaskFunction(pthread_style ? &g_next_pthread_sigmask : &g_next_sigprocmask,
+                                 pthread_style ? "pthread_sigmask" : "sigprocmask");
+  sigset_t before;
+  const int rc = f(how, set, old != nullptr ? old : &before);
+  // libunwind's lock blocks every signal around its steps: that is dlprof's
+  // own doing, inside the handler, not the program's mask.
+  if (rc != 0 || set == nullptr || t_in_unwind) return rc;
+  sigset_t now = old != nullptr ? *old : before;
+  if (how == SIG_SETMASK) {
+    now = *set;
+  } else if (how == SIG_BLOCK) {
+    sigorset(&now, &now, set);
+  } else if (how == SIG_UNBLOCK) {
+    for (int signo = 1; signo < NSIG; ++signo) {
+      if (sigismember(set, signo) == 1) sigdelset(&now, signo);
+    }
+  }
+  AfterProgramMask(sigismember(&now, SIGPROF) == 1);
+  return rc;
+}
+
+bool TakeOwnPendingSigprof() {
+  sigset_t prof, saved;
+  sigemptyset(&prof);
+  sigaddset(&prof, SIGPROF);
+  RealPthreadSigmask(SIG_BLOCK, &prof, &saved);
+  siginfo_t info;
+  const timespec now{0, 0};
+  bool program_signal = false;
+  while (sigtimedwait(&prof, &info, &now) == SIGPROF) program_signal |= !IsOwnSignal(&info);
+  // The program's own goes back (one is all a standard signal keeps pending).
+  if (program_signal) raise(SIGPROF);
+  RealPthreadSigmask(SIG_SETMASK, &saved, nullptr);
+  return program_signal;
+}
+
+bool PrepareSigprofForExec() {
+  Owned* o = Slot(SIGPROF);
+  TakeOwnPendingSigprof();
+  if (!o->owned.load(std::memory_order_acquire) || ProgramSigprofDisposition() != SIG_IGN) {
+    return false;
+  }
+  // The program asked for SIG_IGN: the new image inherits it, as it would
+  // without dlprof (a handler, dlprof's, would be reset to SIG_DFL).
+  struct sigaction ign {};
+  ign.sa_handler = SIG_IGN;
+  sigemptyset(&ign.sa_mask);
+  return RealSigaction(SIGPROF, &ign, nullptr) == 0;
+}
+
+void AfterFailedExecSigprof(bool ignored_for_exec) {
+  if (ignored_for_exec) RealSigaction(SIGPROF, &Slot(SIGPROF)->ours_action, nullptr);
 }
 
 int RealSigaction(int signo, const struct sigaction* act, struct sigaction* old) {

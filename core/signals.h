@@ -57,6 +57,31 @@ void (*ProgramSigprofDisposition())(int);
 // true. The collector calls it every tick. Not signal-safe.
 bool SigprofTakenBehindOurBack();
 
+// pthread_sigmask as glibc (or the sanitizer in front) has it, for dlprof's
+// own use: the exported one is the program's (ProgramSigmaskCall).
+// Async-signal-safe.
+int RealPthreadSigmask(int how, const sigset_t* set, sigset_t* old);
+
+// The program's pthread_sigmask (pthread_style) or sigprocmask (core/hooks.cc):
+// the call itself, then, when it changed whether this thread blocks SIGPROF,
+// AfterProgramMask (core/session.h). Same result and errno as the call.
+// Async-signal-safe, as the call is.
+int ProgramSigmaskCall(int how, const sigset_t* set, sigset_t* old, bool pthread_style);
+
+// Takes every SIGPROF pending for this thread (or the process) that dlprof
+// sent; one of the program's own is raised again. True if there was one.
+// Async-signal-safe.
+bool TakeOwnPendingSigprof();
+
+// Right before an exec, after every timer is disarmed: no tick of dlprof's
+// stays pending into the new image (where SIGPROF's default action would
+// kill it), and SIG_IGN, if that is the program's view, is put in for real so
+// the new image inherits it. Returns whether SIG_IGN was put in; pass that to
+// AfterFailedExecSigprof, which puts dlprof's handler back.
+// Async-signal-safe.
+bool PrepareSigprofForExec();
+void AfterFailedExecSigprof(bool ignored_for_exec);
+
 // In a fork child: the lock guarding the views may have been held by a thread
 // that does not exist here.
 void ResetSignalLockInForkChild();

@@ -43,6 +43,7 @@ void ResetSlot(ThreadSlot* s) {
   s->events.Reset();
   s->depth.store(0, std::memory_order_relaxed);
   s->in_handler.store(0, std::memory_order_relaxed);
+  s->sigprof_blocked.store(false, std::memory_order_relaxed);
   s->last_sample_cpu_ns.store(0, std::memory_order_relaxed);
   s->samples_taken.store(0, std::memory_order_relaxed);
   s->dropped_ring.store(0, std::memory_order_relaxed);

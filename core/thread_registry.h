@@ -47,6 +47,10 @@ struct ThreadSlot {
   std::atomic<uint32_t> stage_exits{0};
 
   std::atomic<int> in_handler{0};
+  // The thread itself blocks SIGPROF (pthread_sigmask/sigprocmask, or a mask
+  // inherited from its creator): its timer stays disarmed meanwhile, so none
+  // of dlprof's ticks waits for the program's sigwait, signalfd or sigpending.
+  std::atomic<bool> sigprof_blocked{false};
   // Top of the slot's own unwind stack (core/stack_switch.h MapStack), 0 if it
   // could not be mapped (then the handler samples on the program's stack).
   // Mapped at the slot's first claim and never freed, like the rings; only
