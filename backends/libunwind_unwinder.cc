@@ -39,7 +39,11 @@
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 
+#include <dlfcn.h>
+#include <link.h>
+
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 
 #include "backends/backend_factories.h"
@@ -161,6 +165,38 @@ class LibunwindUnwinder : public Unwinder {
   }
 };
 
+// libunwind's code, [start, end): see LibunwindCalledFrom().
+std::atomic<uintptr_t> g_text_start{0}, g_text_end{0};
+
+void FindTextOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    Dl_info info;
+    if (dladdr(reinterpret_cast<void*>(&unw_backtrace), &info) == 0 || info.dli_fbase == nullptr) {
+      return;
+    }
+    struct Find {
+      uintptr_t base, start = 0, end = 0;
+    } find{reinterpret_cast<uintptr_t>(info.dli_fbase)};
+    dl_iterate_phdr(
+        [](dl_phdr_info* object, size_t, void* data) {
+          auto* f = static_cast<Find*>(data);
+          for (int i = 0; i < object->dlpi_phnum; ++i) {
+            const ElfW(Phdr)& ph = object->dlpi_phdr[i];
+            if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_X)) continue;
+            const uintptr_t start = object->dlpi_addr + ph.p_vaddr;
+            if (object->dlpi_addr != f->base && start != f->base) continue;
+            f->start = start;
+            f->end = start + ph.p_memsz;
+          }
+          return f->start != 0 ? 1 : 0;
+        },
+        &find);
+    g_text_end.store(find.end, std::memory_order_relaxed);
+    g_text_start.store(find.start, std::memory_order_release);
+  });
+}
+
 void SetCachingPolicyOnce() {
   static std::once_flag once;
   // Per-thread caches where libunwind was built with them (the global cache
@@ -178,8 +214,15 @@ bool ProbeLibunwindUnwinder(std::string* note) {
   return true;
 }
 
+bool LibunwindCalledFrom(uintptr_t return_address) {
+  const uintptr_t start = g_text_start.load(std::memory_order_acquire);
+  return start != 0 && return_address >= start &&
+         return_address < g_text_end.load(std::memory_order_relaxed);
+}
+
 std::unique_ptr<Unwinder> NewLibunwindUnwinder(std::string* error) {
   (void)error;
+  FindTextOnce();  // first: libunwind's first call sets up (and opens) its pipe
   SetCachingPolicyOnce();
   return std::make_unique<LibunwindUnwinder>();
 }

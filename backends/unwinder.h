@@ -49,6 +49,16 @@ class Unwinder {
   virtual bool HoldsLocks() const { return true; }
 };
 
+// True when `return_address` lies in libunwind's code, once the libunwind
+// unwinder has been made (false before, or without it). libunwind checks
+// addresses it is unsure of by writing them into a pipe of its own, opened
+// with the lowest free fd numbers and kept for the process's life: among
+// the program's fds, where the program may close it, dup2 over it or reuse
+// its numbers (then libunwind reads the program's pipe, or closes its fds).
+// The pipe2 interposer moves that pipe to high numbers (core/hooks.cc).
+// Async-signal-safe.
+bool LibunwindCalledFrom(uintptr_t return_address);
+
 struct BackendInfo {
   std::string kind;  // "unwinder" or "timer"
   std::string name;

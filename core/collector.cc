@@ -69,23 +69,43 @@ std::string ThreadName(pid_t tid) {
   return name;
 }
 
+// A small /proc file of this process's, read whole with a descriptor held
+// only for the call (dlprof keeps none open among the program's).
+ssize_t ReadProcFile(const char* path, char* buf, size_t size) {
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  const ssize_t n = read(fd, buf, size - 1);
+  close(fd);
+  if (n >= 0) buf[n] = '\0';
+  return n;
+}
+
+// A process that is not dumpable (prctl(PR_SET_DUMPABLE, 0), or one that
+// changed its credentials) may not read its own /proc/<tid>/syscall; its
+// stat file still says whether the thread sleeps: blocked, call unknown.
+uint64_t StateFromStat(pid_t tid) {
+  char path[64], buf[512];
+  snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
+  if (ReadProcFile(path, buf, sizeof(buf)) <= 0) return 0;
+  // "tid (comm) S ...": comm may hold spaces and parentheses; the state
+  // follows the last ')'.
+  const char* paren = strrchr(buf, ')');
+  if (paren == nullptr || paren[1] != ' ') return 0;
+  const char state = paren[2];
+  return state == 'S' || state == 'D' ? 1 + static_cast<uint64_t>(DLPROF_SYSCALL_UNKNOWN) : 0;
+}
+
 // 0 if the thread is running, else 1 + the number of the syscall it is
-// blocked in (from /proc/self/task/<tid>/syscall).
+// blocked in (from /proc/self/task/<tid>/syscall). Asked only of a thread
+// that was off CPU for part of the tick and used some CPU since the last
+// (SnapshotTick), so a long block is read once.
 uint64_t BlockedState(ThreadSlot* s) {
-  // Checked before each read: the program may have closed the number and
-  // reused it for a file of its own (which must not be read: it may be a pipe).
-  if (!StillPrivate(s->syscall_fd)) {
-    ForgetPrivate(&s->syscall_fd);
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/self/task/%d/syscall",
-             s->tid.load(std::memory_order_relaxed));
-    s->syscall_fd = KeepPrivate(open(path, O_RDONLY | O_CLOEXEC));
-    if (!s->syscall_fd.valid()) return 0;
-  }
-  char buf[32];
-  ssize_t n = pread(s->syscall_fd.fd, buf, sizeof(buf) - 1, 0);
+  const pid_t tid = s->tid.load(std::memory_order_relaxed);
+  char path[64], buf[32];
+  snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", tid);
+  const ssize_t n = ReadProcFile(path, buf, sizeof(buf));
+  if (n < 0 && errno == EACCES) return StateFromStat(tid);
   if (n <= 0) return 0;
-  buf[n] = '\0';
   char* end = nullptr;
   long nr = strtol(buf, &end, 10);
   if (end == buf || nr < 0) return 0;  // "running", or -1 (in the kernel, no syscall)
@@ -103,54 +123,77 @@ void Collector::Stream::PutTime(int64_t t) {
 
 bool Collector::Open(int dir_fd, const std::string& dir_path, const std::string& name,
                      std::string* error) {
-  file_ = KeepPrivate(
-      openat(dir_fd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-  if (!file_.valid()) {
+  const int fd =
+      openat(dir_fd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) {
     *error = "cannot create " + name + ": " + strerror(errno);
     return false;
   }
-  file_dev_ = file_.dev;
-  file_ino_ = file_.ino;
   name_ = name;
   path_ = dir_path + "/" + name;
   std::string header(DLPROF_FILE_MAGIC, 8);
   PutU32(&header, DLPROF_FORMAT_VERSION);
   PutU32(&header, 0);
-  if (!WriteAll(file_.fd, 0, header.data(), header.size())) {
-    *error = "cannot write " + name + ": " + strerror(errno);
-    ReleasePrivate(&file_);
+  struct stat st {};
+  const bool ok = fstat(fd, &st) == 0 && WriteAll(fd, 0, header.data(), header.size());
+  const int err = errno;
+  close(fd);
+  if (!ok) {
+    *error = "cannot write " + name + ": " + strerror(err);
     return false;
   }
+  file_dev_ = st.st_dev;
+  file_ino_ = st.st_ino;
   bytes_written_ = header.size();
   opened_ = true;
   return true;
 }
 
-bool Collector::WriteToFile(const std::string& out) {
-  if (!EnsureFileIsOurs()) {
-    errno = EBADF;
+bool Collector::WriteToFile(const std::string& fresh) {
+  // Out of descriptors (the program uses every one its RLIMIT_NOFILE gives):
+  // what could not be written waits for the next flush, up to a bound.
+  constexpr size_t kMaxDeferred = 64u << 20;
+  deferred_ += fresh;
+  const bool kept = StillPrivate(kept_);
+  const int fd = kept ? kept_.fd : OpenForAppend();
+  if (fd < 0) {
+    const int err = errno;
+    if ((err == EMFILE || err == ENFILE) && deferred_.size() <= kMaxDeferred) return true;
+    deferred_.clear();
+    errno = err;
     return false;
   }
-  return WriteAll(file_.fd, bytes_written_, out.data(), out.size());
+  const bool ok = WriteAll(fd, bytes_written_, deferred_.data(), deferred_.size());
+  const int err = errno;
+  if (!kept) close(fd);
+  if (ok) {
+    bytes_written_ += deferred_.size();
+    deferred_.clear();
+  }
+  errno = err;
+  return ok;
 }
 
-bool Collector::EnsureFileIsOurs() {
-  if (StillPrivate(file_)) return true;
-  // The program closed our descriptor (and may have reused its number for a
-  // file of its own). Open ours again by path, and only if it is the same
-  // file: a file put there by someone else is not written to.
-  ForgetPrivate(&file_);
+void Collector::KeepFileOpen() {
+  if (!opened_ || StillPrivate(kept_)) return;
+  kept_ = KeepPrivate(OpenForAppend());
+}
+
+int Collector::OpenForAppend() {
+  // Opened for each write (about once a second) and closed at once: no
+  // descriptor of dlprof's lives in the program's table for it to close,
+  // dup2 over or count against RLIMIT_NOFILE. Only the same file, at the
+  // length dlprof left it, is written to.
   const int fd = open(path_.c_str(), O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
-  PrivateFd again = KeepPrivate(fd);
+  if (fd < 0) return -1;
   struct stat st {};
-  if (!again.valid() || again.dev != file_dev_ || again.ino != file_ino_ ||
-      fstat(again.fd, &st) != 0 || static_cast<uint64_t>(st.st_size) != bytes_written_) {
-    ReleasePrivate(&again);
-    return false;
+  if (fstat(fd, &st) != 0 || st.st_dev != file_dev_ || st.st_ino != file_ino_ ||
+      static_cast<uint64_t>(st.st_size) != bytes_written_) {
+    close(fd);
+    errno = ESTALE;
+    return -1;
   }
-  file_ = again;
-  ++reopened_;
-  return true;
+  return fd;
 }
 
 void Collector::SetProcessField(const std::string& key, const std::string& value) {
@@ -277,7 +320,7 @@ void Collector::Drain() {
     if (state == kSlotExited) {
       EndWallRun(s);
       AddRetiredCounters(s);
-      ReleasePrivate(&s->syscall_fd);
+
       s->state.store(kSlotFree, std::memory_order_release);
     }
   }
@@ -398,7 +441,6 @@ bool Collector::WriteProcessChunk() {
     process_dirty_ = true;  // the next Flush tries again, and reports
     return false;
   }
-  bytes_written_ += out.size();
   return true;
 }
 
@@ -538,12 +580,11 @@ bool Collector::Flush() {
                        "what was written stays readable\n",
                        name_.c_str(), strerror(err),
                        err == EFBIG   ? ": the file size limit, ulimit -f, is reached"
-                       : err == EBADF ? ": the program closed it, and it cannot be opened again"
-                                      : "");
+                       : err == ESTALE ? ": it was replaced or changed by someone else"
+                                       : "");
     if (len > 0) (void)!write(STDERR_FILENO, msg, static_cast<size_t>(len));
     return false;
   }
-  bytes_written_ += out.size();
   return true;
 }
 
@@ -553,7 +594,6 @@ bool Collector::WriteEnd(int64_t end_ns) {
   PutVarint(&p, static_cast<uint64_t>(end_ns));
   AppendChunk(&out, DLPROF_CHUNK_END, p);
   if (!WriteToFile(out)) return false;
-  bytes_written_ += out.size();
   return true;
 }
 
@@ -564,14 +604,14 @@ void Collector::Finish(int64_t end_ns) {
   SnapshotTick(end_ns);
   Drain();
   if (Flush()) WriteEnd(end_ns);
-  ReleasePrivate(&file_);
+  ReleasePrivate(&kept_);
   opened_ = false;
 }
 
-// The child's descriptor shares the parent's open file: closing it only
-// drops the child's reference.
+// A fork child's copy of a kept descriptor shares the parent's open file:
+// closing it drops only the child's reference.
 void Collector::Abandon() {
-  ReleasePrivate(&file_);
+  ReleasePrivate(&kept_);
   opened_ = false;
 }
 

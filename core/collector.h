@@ -11,6 +11,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <sys/types.h>
+
 #include "backends/private_fd.h"
 #include "core/thread_registry.h"
 
@@ -20,13 +22,15 @@ class Collector {
  public:
   // Creates `name` in the folder `dir_fd` (never overwriting, never following
   // a symlink, mode 0600) and writes the file header. False and *error if not.
-  // `dir_path` is the folder's absolute path: the file is opened again by it
-  // if the program closes dlprof's descriptor (backends/private_fd.h).
+  // `dir_path` is the folder's absolute path: each write opens the file by
+  // it (and checks it is the same file), so no descriptor stays open.
   bool Open(int dir_fd, const std::string& dir_path, const std::string& name,
             std::string* error);
   bool is_open() const { return opened_; }
-  // How often the program closed the file's descriptor under dlprof.
-  int reopened() const { return reopened_; }
+  // From now on keeps a descriptor of the file open (moved high, checked
+  // before each write, backends/private_fd.h): the process is about to
+  // change its credentials and may not be allowed to open it again.
+  void KeepFileOpen();
   const std::string& file_name() const { return name_; }
 
   // Process facts for the PROCESS chunk (written at the next Flush).
@@ -70,15 +74,15 @@ class Collector {
   void AppendProcessChunk(std::string* out);
   void AddRetiredCounters(ThreadSlot* s);
 
-  // The descriptor, checked before every write; opened again by path (the
-  // same file only) when the program took its number.
-  bool EnsureFileIsOurs();
-  bool WriteToFile(const std::string& out);
-  PrivateFd file_;
+  // Appends `fresh` (after anything deferred) to the file through a
+  // descriptor opened for the call, and counts it in bytes_written_.
+  bool WriteToFile(const std::string& fresh);
+  int OpenForAppend();
+  std::string deferred_;  // not written yet: no descriptor was free
+  PrivateFd kept_;        // KeepFileOpen()
   bool opened_ = false;
   dev_t file_dev_ = 0;
   ino_t file_ino_ = 0;
-  int reopened_ = 0;
   std::string name_, path_;
   bool failed_ = false;
   uint64_t bytes_written_ = 0;

@@ -1,6 +1,7 @@
 #include "core/config.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 
 namespace dlprof {
@@ -17,6 +18,35 @@ bool ParseInt(const char* s, long lo, long hi, int* out) {
   return true;
 }
 
+// The value as it may be echoed on a terminal: control characters (ESC, BEL,
+// CR; C1 controls, UTF-8 C2 80..9F) become \xNN, and at most 64 bytes are
+// shown. Other UTF-8 stays as it is.
+std::string Printable(const char* value) {
+  std::string out;
+  size_t n = 0;
+  for (const char* p = value; *p != '\0'; ++p, ++n) {
+    if (n == 64) {
+      out += "...";
+      break;
+    }
+    const unsigned char c = static_cast<unsigned char>(*p);
+    const unsigned char next = static_cast<unsigned char>(p[1]);
+    if (c < 0x20 || c == 0x7f || (c == 0xc2 && next >= 0x80 && next < 0xa0)) {
+      char hex[9];
+      if (c == 0xc2) {
+        snprintf(hex, sizeof(hex), "\\xc2\\x%02x", next);
+        ++p;
+      } else {
+        snprintf(hex, sizeof(hex), "\\x%02x", c);
+      }
+      out += hex;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 const char* ModeName(Mode m) { return m == Mode::kDetailed ? "detailed" : "light"; }
@@ -26,7 +56,7 @@ Config ParseConfig(const std::function<const char*(const char*)>& getenv_fn,
   Config c;
   auto bad = [&](const char* var, const char* value, const std::string& expected,
                  const std::string& fallback) {
-    warn(std::string("dlprof: ") + var + "='" + value + "' is invalid (expected " + expected +
+    warn(std::string("dlprof: ") + var + "='" + Printable(value) + "' is invalid (expected " + expected +
          "); using " + fallback);
   };
 

@@ -110,6 +110,70 @@ extern "C" DLPROF_EXPORT int execle(const char* path, const char* arg0, ...) {
   return rc;
 }
 
+// --- calls that need a single-threaded process, or change what dlprof may do ---
+
+// unshare(CLONE_NEWUSER) and setns into a user namespace refuse a process
+// with more than one thread (EINVAL): the collector thread steps out for
+// the call (core/session.h PauseCollector).
+extern "C" DLPROF_EXPORT int unshare(int flags) noexcept {
+  return dlprof::ProgramUnshare(flags);
+}
+extern "C" DLPROF_EXPORT int setns(int fd, int nstype) noexcept {
+  return dlprof::ProgramSetns(fd, nstype);
+}
+
+// prctl: a seccomp filter makes dlprof step aside first; PR_SET_TSC takes
+// the calling thread out of sampling.
+extern "C" DLPROF_EXPORT int prctl(int option, ...) noexcept {
+  va_list ap;
+  va_start(ap, option);
+  unsigned long args[4];
+  for (unsigned long& a : args) a = va_arg(ap, unsigned long);
+  va_end(ap);
+  return dlprof::ProgramPrctl(option, args[0], args[1], args[2], args[3]);
+}
+
+// syscall(): only SYS_seccomp is dlprof's business (libseccomp installs its
+// filters that way); everything else passes with its six arguments.
+extern "C" DLPROF_EXPORT long syscall(long number, ...) noexcept {
+  va_list ap;
+  va_start(ap, number);
+  long args[6];
+  for (long& a : args) a = va_arg(ap, long);
+  va_end(ap);
+  return dlprof::ProgramSyscall(number, args);
+}
+
+// --- credentials: the profile file stays open across a privilege drop ---
+
+extern "C" DLPROF_EXPORT int setuid(uid_t uid) noexcept { return dlprof::ProgramSetuid(uid); }
+extern "C" DLPROF_EXPORT int seteuid(uid_t uid) noexcept { return dlprof::ProgramSeteuid(uid); }
+extern "C" DLPROF_EXPORT int setreuid(uid_t r, uid_t e) noexcept {
+  return dlprof::ProgramSetreuid(r, e);
+}
+extern "C" DLPROF_EXPORT int setresuid(uid_t r, uid_t e, uid_t s) noexcept {
+  return dlprof::ProgramSetresuid(r, e, s);
+}
+extern "C" DLPROF_EXPORT int setgid(gid_t gid) noexcept { return dlprof::ProgramSetgid(gid); }
+extern "C" DLPROF_EXPORT int setegid(gid_t gid) noexcept { return dlprof::ProgramSetegid(gid); }
+extern "C" DLPROF_EXPORT int setregid(gid_t r, gid_t e) noexcept {
+  return dlprof::ProgramSetregid(r, e);
+}
+extern "C" DLPROF_EXPORT int setresgid(gid_t r, gid_t e, gid_t s) noexcept {
+  return dlprof::ProgramSetresgid(r, e, s);
+}
+
+// --- descriptors ---
+
+// libunwind's memory-validation pipe would take the program's lowest fd
+// numbers (backends/unwinder.h LibunwindCalledFrom): moved high.
+extern "C" DLPROF_EXPORT int pipe2(int fds[2], int flags) noexcept {
+  return dlprof::ProgramPipe2(fds, flags, reinterpret_cast<uintptr_t>(__builtin_return_address(0)));
+}
+extern "C" DLPROF_EXPORT int pipe(int fds[2]) noexcept {
+  return dlprof::ProgramPipe2(fds, 0, reinterpret_cast<uintptr_t>(__builtin_return_address(0)));
+}
+
 // --- the loader (libunwind's lookups from the signal handler) ---
 
 extern "C" DLPROF_EXPORT __attribute__((no_sanitize("address"))) int dl_iterate_phdr(

@@ -6,6 +6,8 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
+#include <sys/types.h>
 
 namespace dlprof {
 
@@ -27,6 +29,32 @@ int ProgramPthreadCreate(pthread_t* thread, const pthread_attr_t* attr, void* (*
 // program gets of the signals dlprof owns).
 int ProgramSigactionCall(int signo, const struct sigaction* act, struct sigaction* old);
 void (*ProgramSignalCall(int signo, void (*handler)(int)))(int);
+
+// unshare, setns, prctl and syscall (core/process_calls.cc): see hooks.cc.
+int ProgramUnshare(int flags);
+int ProgramSetns(int fd, int nstype);
+int ProgramPrctl(int option, unsigned long a2, unsigned long a3, unsigned long a4,
+                 unsigned long a5);
+// args: the six words after the number, as the caller passed them.
+// This function is safe to call from asynchronous signals once resolved.
+long ProgramSyscall(long number, const long* args);
+// Looks up the next unshare, setns, prctl and syscall at start (syscall()
+// is called from signal handlers: no dlsym there). Not signal-safe.
+void ResolveProcessCalls();
+// The set*id family (core/process_calls.cc): BeforeCredentialChange
+// (core/session.h), then the call.
+int ProgramSetuid(uid_t uid);
+int ProgramSeteuid(uid_t uid);
+int ProgramSetreuid(uid_t r, uid_t e);
+int ProgramSetresuid(uid_t r, uid_t e, uid_t s);
+int ProgramSetgid(gid_t gid);
+int ProgramSetegid(gid_t gid);
+int ProgramSetregid(gid_t r, gid_t e);
+int ProgramSetresgid(gid_t r, gid_t e, gid_t s);
+
+// pipe2/pipe from `caller`; libunwind's pipe is moved to high numbers.
+// Async-signal-safe (libunwind asks from inside the profiling handler).
+int ProgramPipe2(int fds[2], int flags, uintptr_t caller);
 
 }  // namespace dlprof
 

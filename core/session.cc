@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <linux/futex.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
@@ -36,6 +37,7 @@
 #include "core/exit_exec.h"
 #include "core/hooks.h"
 #include "core/proc_maps.h"
+#include "core/raw_syscall.h"
 #include "core/signal_handler.h"
 #include "core/signals.h"
 #include "core/stack_switch.h"
@@ -68,10 +70,10 @@ pthread_mutex_t g_collector_mu = PTHREAD_MUTEX_INITIALIZER;
 std::atomic<bool> g_stop{false};
 std::atomic<uint64_t> g_flush_requested{0};
 std::atomic<uint64_t> g_flush_done{0};
-// The run folder, kept at a high number and checked before each use (the
-// program owns the fd table: backends/private_fd.h); opened again by its
-// absolute path when the program took the number.
-PrivateFd g_run_dir;
+// The run folder's identity: it is opened by its absolute path
+// (G->run_path) whenever a file is made in it, and must be this folder.
+dev_t g_run_dev = 0;
+ino_t g_run_ino = 0;
 int g_worker = -1;
 int g_fork_seq = 0;   // in a child: its fork order among its parent's children
 int g_forks = 0;      // children forked so far
@@ -84,8 +86,10 @@ std::atomic<int>* g_baseline_remaining = &g_baseline_local;
 // This process still waits for the baseline's end (its collector checks).
 std::atomic<bool> g_waiting_for_baseline{false};
 std::atomic<int> g_fatal_signal{0};  // SIGTERM/SIGINT/SIGPROF about to kill the process
-// g_fatal_signal's value when the process ends by _exit() (no signal has it).
+// g_fatal_signal's value when the process ends by _exit() (no signal has it),
+// and when dlprof steps aside before a seccomp filter goes in.
 constexpr int kQuickExit = -1;
+constexpr int kSeccompEnd = -2;
 std::atomic<int> g_quick_exit_status{0};
 // The process this session samples: a vfork() child runs in our memory and
 // must not end or pause the parent's session.
@@ -116,6 +120,7 @@ enum OffReason : int {
   kSigprofBeforeStart,  // SIGPROF had a handler before dlprof started
   kOutputFailed,        // the profile cannot be written (disk full, file size limit)
   kNoUnwinder,          // a fork child that cannot use its unwinder, and no fallback
+  kSeccompFilter,       // the program installs a seccomp filter (dlprof steps aside)
 };
 std::atomic<int> g_sampling_off{kSamplingOn};
 std::atomic<int64_t> g_sampling_off_ns{0};
@@ -131,6 +136,14 @@ constexpr int kNoWorkerPending = INT32_MIN;
 std::atomic<int> g_worker_pending{kNoWorkerPending};
 // Set by the collector thread as it enters its own code (StartCollectorThread).
 std::atomic<bool> g_collector_entered{false};
+std::atomic<pid_t> g_collector_tid{0};
+// The collector leaves its loop (and its thread ends) for a moment in which
+// the program needs to be single-threaded: unshare(CLONE_NEWUSER), setns.
+std::atomic<bool> g_collector_pause{false};
+// The main thread called pthread_exit(): when every other thread of the
+// program has ended too, the collector ends the process as glibc would have
+// at the last thread's exit (exit(0)), which its own presence prevents.
+std::atomic<bool> g_main_thread_exited{false};
 
 // Every arm and disarm of a thread timer happens under this lock (a thread
 // exiting, the collector, a sigaction call stepping aside may race on one
@@ -215,7 +228,10 @@ bool Armed() {
 
 void ArmSlot(ThreadSlot* s) {
   TimerLock lock;
-  if (!Armed() || s->timer.armed || s->sigprof_blocked.load(std::memory_order_relaxed)) return;
+  if (!Armed() || s->timer.armed || s->sigprof_blocked.load(std::memory_order_relaxed) ||
+      s->tsc_off.load(std::memory_order_relaxed)) {
+    return;
+  }
   // The first sample's weight counts from here (set before any signal can come).
   timespec cpu;
   // The thread's CPU clock (unsigned: shifting the negative ~tid is undefined).
@@ -260,6 +276,7 @@ ThreadSlot* RegisterCurrentThread() {
 void UnregisterThread(void* arg) {
   auto* s = static_cast<ThreadSlot*>(arg);
   t_slot = nullptr;
+  if (CurrentTid() == getpid()) g_main_thread_exited.store(true, std::memory_order_release);
   std::atomic_signal_fence(std::memory_order_seq_cst);
   {
     TimerLock lock;
@@ -334,29 +351,23 @@ void SetProcessFields(Collector* c) {
 
 // Creates <role>-<pid>.dlprof in the run folder, never overwriting (an exec'd
 // image with the same pid gets a numbered name).
-// The run folder's descriptor, opened again by path if the program closed
-// ours (only the same folder: its identity is checked).
-int RunDirFd() {
-  if (StillPrivate(g_run_dir)) return g_run_dir.fd;
-  const dev_t dev = g_run_dir.dev;
-  const ino_t ino = g_run_dir.ino;
-  ForgetPrivate(&g_run_dir);
-  PrivateFd again = KeepPrivate(
-      open(G->run_path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (again.valid() && (again.dev != dev || again.ino != ino)) ReleasePrivate(&again);
-  g_run_dir = again;
-  if (!g_run_dir.valid()) {
-    // Keep the identity, so a later try still refuses another folder.
-    g_run_dir.dev = dev;
-    g_run_dir.ino = ino;
+// The run folder, opened for the moment it takes to create a file in it (no
+// descriptor of dlprof's stays in the program's table), and only if it is
+// still the folder made at start. -1 if not.
+int OpenRunDir() {
+  const int fd = open(G->run_path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  struct stat st {};
+  if (fd >= 0 && (fstat(fd, &st) != 0 || st.st_dev != g_run_dev || st.st_ino != g_run_ino)) {
+    close(fd);
+    return -1;
   }
-  return g_run_dir.fd;
+  return fd;
 }
 
 Collector* OpenCollector() {
   auto* c = new Collector();
-  std::string error = "the run folder " + G->run_path + " cannot be opened again";
-  const int dir_fd = RunDirFd();
+  std::string error = "the run folder " + G->run_path + " is gone or was replaced";
+  const int dir_fd = OpenRunDir();
   if (dir_fd < 0) {
     Warn("dlprof: " + error + "; profiling off for this process");
     delete c;
@@ -366,12 +377,14 @@ Collector* OpenCollector() {
     std::string name = G->role + "-" + std::to_string(getpid()) +
                        (attempt ? "." + std::to_string(attempt) : "") + ".dlprof";
     if (c->Open(dir_fd, G->run_path, name, &error)) {
+      close(dir_fd);
       SetProcessFields(c);
       c->WriteProcessChunk();
       return c;
     }
     if (errno != EEXIST) break;
   }
+  close(dir_fd);
   Warn("dlprof: " + error + "; profiling off for this process");
   delete c;
   return nullptr;
@@ -451,6 +464,7 @@ const char* OffReasonText(int reason) {
     case kSigprofBeforeStart: return "off: SIGPROF had a handler before dlprof started";
     case kOutputFailed: return "off: the profile could not be written";
     case kNoUnwinder: return "off: no unwinder usable in this fork child";
+    case kSeccompFilter: return "off: the program installed a seccomp filter";
     default: return "on";
   }
 }
@@ -465,7 +479,47 @@ void RecordSamplingOff(Collector* c) {
   c->SetProcessField("cpu_sampling_off_ns", std::to_string(g_sampling_off_ns.load()));
 }
 
+// True when every thread of the process but the calling one (the collector)
+// has ended: gone, or a zombie (the main thread after pthread_exit).
+bool NoProgramThreadLeft() {
+  DIR* d = opendir("/proc/self/task");
+  if (d == nullptr) return false;
+  const pid_t self = CurrentTid();
+  bool none = true;
+  while (dirent* e = readdir(d)) {
+    const pid_t tid = static_cast<pid_t>(atoi(e->d_name));
+    if (tid <= 0 || tid == self) continue;
+    char path[64], buf[256];
+    snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;  // gone meanwhile
+    const ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0) continue;
+    buf[n] = '\0';
+    const char* paren = strrchr(buf, ')');
+    if (paren == nullptr || paren[1] != ' ' || (paren[2] != 'Z' && paren[2] != 'X')) {
+      none = false;
+      break;
+    }
+  }
+  closedir(d);
+  return none;
+}
+
+// What glibc does when the process's last thread returns or calls
+// pthread_exit: exit(0), which runs the atexit handlers (dlprof's among them)
+// and flushes stdio. Here on the collector, with the program's signals open
+// to it as they would be to a program thread.
+[[noreturn]] void EndProcessAsLastThread() {
+  sigset_t none;
+  sigemptyset(&none);
+  RealPthreadSigmask(SIG_SETMASK, &none, nullptr);
+  exit(0);
+}
+
 void* CollectorMain(void*) {
+  g_collector_tid.store(CurrentTid(), std::memory_order_relaxed);
   g_collector_entered.store(true, std::memory_order_release);
   sigset_t all;
   sigfillset(&all);
@@ -493,7 +547,8 @@ void* CollectorMain(void*) {
   // interval it closes, so neither the state it samples nor the wall time it
   // weighs that state with is biased; the mean rate is unchanged.
   uint64_t rng = static_cast<uint64_t>(next) ^ (static_cast<uint64_t>(getpid()) << 32) ^ 0x9e3779b97f4a7c15ULL;
-  while (!g_stop.load(std::memory_order_acquire)) {
+  while (!g_stop.load(std::memory_order_acquire) &&
+         !g_collector_pause.load(std::memory_order_acquire)) {
     const uint32_t wake_seen = g_collector_wake.load(std::memory_order_acquire);
     rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;  // xorshift64
     const int64_t period = steady_ticks >= kSteadyTicksBeforeSlow ? slow_period : fast_period;
@@ -525,6 +580,10 @@ void* CollectorMain(void*) {
     ApplyPendingWorker(g_collector);
     steady_ticks = g_collector->SnapshotTick(now) ? 0 : steady_ticks + 1;
     g_collector->Drain();
+    if (g_main_thread_exited.load(std::memory_order_acquire) && NoProgramThreadLeft()) {
+      pthread_mutex_unlock(&g_collector_mu);
+      EndProcessAsLastThread();
+    }
     uint64_t requested = g_flush_requested.load(std::memory_order_acquire);
     if (int signo = g_fatal_signal.load(std::memory_order_acquire); signo != 0) {
       // The process is about to die of a signal it does not handle, or to
@@ -534,8 +593,9 @@ void* CollectorMain(void*) {
       g_stop.store(true, std::memory_order_release);
       DisarmAllLiveThreads();
       g_collector->SetProcessField(
-          "end", signo == kQuickExit ? "_exit " + std::to_string(g_quick_exit_status.load())
-                                     : "signal " + std::to_string(signo));
+          "end", signo == kQuickExit    ? "_exit " + std::to_string(g_quick_exit_status.load())
+                 : signo == kSeccompEnd ? std::string("seccomp")
+                                        : "signal " + std::to_string(signo));
       g_collector->Finish(now);
       g_flush_done.store(requested, std::memory_order_release);
       pthread_mutex_unlock(&g_collector_mu);
@@ -603,13 +663,23 @@ bool StartCollectorThread() {
 
 // Stops sampling and writes the rest of the file (normal exit, or a fatal
 // signal that the program does not handle).
+bool OwnSession();
+
 void FinishSession(const char* how) {
+  // A child made by _Fork() or a raw fork syscall ran no atfork handler: it
+  // still has the parent's session, file and rings (copies), which are not
+  // its to end, write or drain.
+  if (!OwnSession()) return;
   if (!g_session_started.exchange(false)) return;
   g_sampler.active.store(false);
   // Bounded: a collector stuck in a write to a hung file system (or in a
   // loader lock a fork child inherited held) must not hang the exit.
   timespec deadline;
-  clock_gettime(CLOCK_REALTIME, &deadline);
+  if (t_clock_by_syscall) {  // PR_SET_TSC: the vDSO would fault
+    RawSyscall6(SYS_clock_gettime, CLOCK_REALTIME, reinterpret_cast<long>(&deadline), 0, 0, 0, 0);
+  } else {
+    clock_gettime(CLOCK_REALTIME, &deadline);
+  }
   deadline.tv_sec += 2;
   if (pthread_mutex_timedlock(&g_collector_mu, &deadline) != 0) {
     DisarmAllLiveThreads();
@@ -651,7 +721,7 @@ void DieOfDefault(int signo) {
 // profile (bounded wait), then die of the signal as the program would have.
 void OnTerminationSignal(int signo) {
   const int saved_errno = errno;
-  if (g_session_started.load()) {
+  if (OwnSession()) {
     g_sampler.active.store(false);
     int expected = 0;
     g_fatal_signal.compare_exchange_strong(expected, signo);
@@ -686,7 +756,7 @@ void InstallTerminationHandlers() {
 void OnForeignSigprof(int signo, siginfo_t*, void*) {
   if (!OwnsSignal(signo)) return;
   if (ProgramSigprofDisposition() == SIG_IGN) return;
-  if (g_session_started.load()) {
+  if (OwnSession()) {
     g_sampler.active.store(false);
     int expected = 0;
     g_fatal_signal.compare_exchange_strong(expected, signo);
@@ -810,7 +880,6 @@ void ResetInForkChild() {
     t_tid = CurrentTid();
     self->tid.store(t_tid);
     self->timer = ThreadTimer{};
-    ReleasePrivate(&self->syscall_fd);
   }
   g_collector = OpenCollector();
   if (g_collector == nullptr) {
@@ -902,10 +971,10 @@ bool OpenRunFolder(bool* is_main) {
     close(out_fd);
     return false;
   }
-  g_run_dir =
-      KeepPrivate(openat(out_fd, G->run_id.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  const int run_fd =
+      openat(out_fd, G->run_id.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   G->run_path = out + "/" + G->run_id;
-  if (g_run_dir.valid() && created && *is_main) {
+  if (run_fd >= 0 && created && *is_main) {
     // "latest" names the newest run; replaced atomically.
     std::string tmp = ".latest." + std::to_string(getpid());
     if (symlinkat(G->run_id.c_str(), out_fd, tmp.c_str()) == 0 &&
@@ -914,20 +983,25 @@ bool OpenRunFolder(bool* is_main) {
     }
   }
   close(out_fd);
-  if (!g_run_dir.valid()) {
+  if (run_fd < 0) {
     Warn("dlprof: cannot open run folder " + out + "/" + G->run_id + ": " + strerror(errno) +
          "; profiling off");
     return false;
   }
   // The run folder's name is predictable: one made in advance by another user
   // (or left open to others) could take or swap our files.
-  if (fstat(g_run_dir.fd, &st) == 0 && (st.st_uid != geteuid() || (st.st_mode & 022) != 0)) {
+  const bool stat_ok = fstat(run_fd, &st) == 0;
+  close(run_fd);
+  if (!stat_ok || st.st_uid != geteuid() || (st.st_mode & 022) != 0) {
     Warn("dlprof: run folder " + out + "/" + G->run_id +
-         (st.st_uid != geteuid() ? " is owned by another user" : " is writable by other users") +
+         (!stat_ok                 ? " cannot be examined"
+          : st.st_uid != geteuid() ? " is owned by another user"
+                                   : " is writable by other users") +
          ": refused; profiling off");
-    ReleasePrivate(&g_run_dir);
     return false;
   }
+  g_run_dev = st.st_dev;
+  g_run_ino = st.st_ino;
   return true;
 }
 
@@ -936,6 +1010,7 @@ void StartSession() {
   // is off: resolve them now, not in some signal handler later.
   ResolveSignalFunctions();
   ResolveExecFunctions();
+  ResolveProcessCalls();
   G = new SessionGlobals();
   G->config = ParseConfig([](const char* name) { return getenv(name); }, Warn);
   if (!G->config.enabled) return;
@@ -1065,13 +1140,13 @@ struct NestedStart {
 
 DLPROF_UNINSTRUMENTED void RaiseFlag(int* word, int value) {
   __atomic_store_n(word, value, __ATOMIC_RELEASE);
-  syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+  RawSyscall6(SYS_futex, reinterpret_cast<long>(word), FUTEX_WAKE_PRIVATE, 1, 0, 0, 0);
 }
 
 DLPROF_UNINSTRUMENTED int AwaitFlag(int* word) {
   int value;
   while ((value = __atomic_load_n(word, __ATOMIC_ACQUIRE)) == 0) {
-    syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, 0, nullptr, nullptr, 0);
+    RawSyscall6(SYS_futex, reinterpret_cast<long>(word), FUTEX_WAIT_PRIVATE, 0, 0, 0, 0);
   }
   return value;
 }
@@ -1131,7 +1206,9 @@ int CreateBehindOtherPthreadCreate(PthreadCreateFn real, pthread_t* thread,
 }  // namespace
 
 ThreadSlot* AdoptCurrentThread() {
-  if (!g_session_started.load(std::memory_order_acquire) || t_unregistrable) return nullptr;
+  if (!g_session_started.load(std::memory_order_acquire) || t_unregistrable || !OwnSession()) {
+    return nullptr;
+  }
   if (ThreadSlot* s = FindSlot(CurrentTid())) {
     t_tid = s->tid.load();
     t_slot = s;
@@ -1217,7 +1294,70 @@ void AfterProgramMask(bool sigprof_blocked) {
   }
 }
 
+void BeforeCredentialChange() {
+  if (!OwnSession()) return;
+  pthread_mutex_lock(&g_collector_mu);
+  if (g_collector != nullptr) g_collector->KeepFileOpen();
+  pthread_mutex_unlock(&g_collector_mu);
+}
+
+bool PauseCollector() {
+  if (!OwnSession() || !g_collector_running.load(std::memory_order_acquire)) return false;
+  g_collector_pause.store(true, std::memory_order_release);
+  WakeCollector();
+  // Until its task is gone, not only its loop: the kernel counts threads.
+  const pid_t tid = g_collector_tid.load(std::memory_order_relaxed);
+  const timespec step{0, 100000};
+  for (int i = 0; i < 20000; ++i) {
+    if (!g_collector_running.load(std::memory_order_acquire) &&
+        (tid <= 0 || (syscall(SYS_tgkill, getpid(), tid, 0) != 0 && errno == ESRCH))) {
+      break;
+    }
+    nanosleep(&step, nullptr);
+  }
+  return true;
+}
+
+void ResumeCollector(bool paused) {
+  g_collector_pause.store(false, std::memory_order_release);
+  if (paused && OwnSession()) StartCollectorThread();
+}
+
+void BeforeSeccompFilter() {
+  if (!OwnSession()) return;
+  // Its filter may forbid what the collector does next (open /proc, write,
+  // mmap) and kill the process for it (SECCOMP_RET_KILL, and with TSYNC on
+  // every thread): dlprof ends its profile first and leaves no thread behind.
+  StopSampling(kSeccompFilter);
+  int expected = 0;
+  g_fatal_signal.compare_exchange_strong(expected, kSeccompEnd);
+  RequestFlush(1000);
+  PauseCollector();
+  g_session_started.store(false);
+  WarnLine(
+      "dlprof: the program installs a seccomp filter; dlprof steps aside in this process (its "
+      "profile ends here and stays readable)\n");
+}
+
+void AfterTscDisabled() {
+  t_clock_by_syscall = true;
+  if (!OwnSession()) return;
+  ThreadSlot* s = t_slot;
+  if (s == nullptr || s->tsc_off.exchange(true)) return;
+  {
+    TimerLock lock;
+    G->timer->DisarmThread(&s->timer);
+  }
+  static std::atomic<bool> warned{false};
+  if (!warned.exchange(true)) {
+    WarnLine(
+        "dlprof: a thread of the program disables the time-stamp counter (PR_SET_TSC); dlprof "
+        "does not sample it (its wall time is still recorded)\n");
+  }
+}
+
 void StepAsideFromSigprof(bool behind_back) {
+  if (!OwnSession()) return;
   if (!StopSampling(behind_back ? kSigprofBehindBack : kProgramSigprof)) return;
   WarnLine(behind_back
                ? "dlprof: the program replaced dlprof's SIGPROF handler; dlprof steps aside: CPU "
@@ -1229,7 +1369,7 @@ void StepAsideFromSigprof(bool behind_back) {
 }
 
 void SetWorker(int worker_id) {
-  if (!g_session_started.load()) return;
+  if (!OwnSession()) return;
   // The collector writes it down: this is the program's thread, whose heap
   // dlprof leaves alone (core/annotations.cc).
   g_worker_pending.store(worker_id);
@@ -1250,7 +1390,8 @@ namespace dlprof {
 int ProgramPthreadCreate(pthread_t* thread, const pthread_attr_t* attr, void* (*fn)(void*),
                          void* arg) {
   auto real = RealPthreadCreate();
-  if (t_starting_internal_thread || !g_session_started.load(std::memory_order_acquire)) {
+  if (t_starting_internal_thread || !g_session_started.load(std::memory_order_acquire) ||
+      !OwnSession()) {
     return real(thread, attr, fn, arg);
   }
   if (g_behind_other_pthread_create) {

@@ -59,6 +59,29 @@ void AfterFailedExec(bool prepared);
 // asynchronous signals, as far as the timer lock allows (see TimerLock).
 void AfterProgramMask(bool sigprof_blocked);
 
+// The program is about to change its user or group ids (setuid, ...): the
+// profile file is kept open from now on, since the new ids may not open it.
+// Not signal-safe.
+void BeforeCredentialChange();
+
+// Stops the collector thread and waits (at most 2 s) until its task is
+// gone, so the process is single-threaded again if the program is: for
+// unshare(CLONE_NEWUSER) and setns, which refuse a multi-threaded process.
+// Returns whether it was running; pass that to ResumeCollector, which starts
+// it again. Samples wait in the rings meanwhile. Not signal-safe.
+bool PauseCollector();
+void ResumeCollector(bool paused);
+
+// The program is about to install a seccomp filter, which may forbid (and
+// kill the process for) what dlprof does next: sampling stops, the profile
+// is ended (END, "end" = "seccomp"), the collector thread is gone, one line
+// on stderr. Not signal-safe.
+void BeforeSeccompFilter();
+
+// The calling thread disabled the TSC (prctl PR_SET_TSC, PR_TSC_SIGSEGV):
+// it is not sampled from now on; one line on stderr, once.
+void AfterTscDisabled();
+
 // Counts a finished step (ends the unprofiled baseline when one is asked for).
 void OnStepEnd();
 

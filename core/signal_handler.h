@@ -62,7 +62,11 @@ void RestoreSignalHandler(int signo);
 // It changes no per-thread state the program can see (no sigaltstack).
 void HandleProfilingSignal(int signo, siginfo_t* info, void* ucontext);
 
+// CLOCK_MONOTONIC in ns. This function is safe to call from asynchronous
+// signals. Through the vDSO, unless the thread disabled the time-stamp
+// counter (PR_SET_TSC), where the vDSO's RDTSC faults: then by syscall.
 int64_t MonotonicNs();
+extern __thread bool t_clock_by_syscall __attribute__((tls_model("initial-exec")));
 
 }  // namespace dlprof
 

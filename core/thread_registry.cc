@@ -44,6 +44,7 @@ void ResetSlot(ThreadSlot* s) {
   s->depth.store(0, std::memory_order_relaxed);
   s->in_handler.store(0, std::memory_order_relaxed);
   s->sigprof_blocked.store(false, std::memory_order_relaxed);
+  s->tsc_off.store(false, std::memory_order_relaxed);
   s->last_sample_cpu_ns.store(0, std::memory_order_relaxed);
   s->samples_taken.store(0, std::memory_order_relaxed);
   s->dropped_ring.store(0, std::memory_order_relaxed);
@@ -79,7 +80,6 @@ ThreadSlot* ClaimSlot(pid_t tid) {
     s->tid.store(tid, std::memory_order_relaxed);
     s->bounds = tid == CurrentTid() ? CurrentStackBounds() : StackBounds{};
     s->timer = ThreadTimer{};
-    ReleasePrivate(&s->syscall_fd);
     return s;
   }
   return nullptr;

@@ -11,7 +11,6 @@
 
 #include <dlprof/dlprof.h>
 
-#include "backends/private_fd.h"
 #include "backends/timer_source.h"
 #include "backends/unwinder.h"
 #include "core/word_ring.h"
@@ -51,6 +50,9 @@ struct ThreadSlot {
   // inherited from its creator): its timer stays disarmed meanwhile, so none
   // of dlprof's ticks waits for the program's sigwait, signalfd or sigpending.
   std::atomic<bool> sigprof_blocked{false};
+  // The thread disabled the time-stamp counter (prctl PR_SET_TSC): the
+  // clock reads of the handler would fault there, so it is not sampled.
+  std::atomic<bool> tsc_off{false};
   // Top of the slot's own unwind stack (core/stack_switch.h MapStack), 0 if it
   // could not be mapped (then the handler samples on the program's stack).
   // Mapped at the slot's first claim and never freed, like the rings; only
@@ -70,7 +72,6 @@ struct ThreadSlot {
 
   // Collector-only fields (never touched by the handler).
   int file_index = -1;     // thread index in the profile file, -1 = not yet written
-  PrivateFd syscall_fd;    // /proc/self/task/<tid>/syscall, for off-CPU states
   int64_t last_cpu_ns = -1;
   int64_t last_wall_ns = 0;
   uint32_t last_stage_exits = 0;  // stage_exits at the previous wall tick

@@ -614,6 +614,7 @@ std::vector<std::string> ListRunFiles(const std::string& dir, std::string* error
 }
 
 std::string SyscallName(uint64_t nr) {
+  if (nr == DLPROF_SYSCALL_UNKNOWN) return "blocked";
   static const std::map<uint64_t, const char*> names = {
       {0, "read"},        {1, "write"},         {7, "poll"},          {17, "pread64"},
       {18, "pwrite64"},   {19, "readv"},        {20, "writev"},       {23, "select"},

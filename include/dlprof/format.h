@@ -44,7 +44,9 @@ enum dlprof_chunk_type {
   DLPROF_CHUNK_SAMPLES = 7,
   /* Wall-clock ticks. v base_time, v count, then count x (v time delta, v
    * thread index, v stage path id, v wall_ns, v cpu_ns, v state) where state
-   * is 0 = running, else 1 + the syscall number the thread was blocked in.
+   * is 0 = running, else 1 + the syscall number the thread was blocked in
+   * (1 + DLPROF_SYSCALL_UNKNOWN: blocked, in a call that could not be read,
+   * as in a process that is not dumpable).
    * Read for old files; writers now use DLPROF_CHUNK_WALL_RUNS. */
   DLPROF_CHUNK_WALL = 8,
   /* v count, then count x (v id, s name, v capacity). */
@@ -76,5 +78,10 @@ enum dlprof_event_kind {
   DLPROF_EVENT_STAGE_ENTER = 5, /* detailed mode only */
   DLPROF_EVENT_STAGE_EXIT = 6   /* detailed mode only */
 };
+
+/* A wall state's "syscall" when the thread was blocked but its call could
+ * not be read (/proc/<tid>/syscall is closed to a non-dumpable process; its
+ * /proc/<tid>/stat state says blocked). */
+#define DLPROF_SYSCALL_UNKNOWN 0xffffu
 
 #endif /* DLPROF_FORMAT_H_ */
