@@ -39,8 +39,10 @@ class Unwinder {
   virtual int Unwind(const ucontext_t* uc, const StackBounds& bounds,
                      uintptr_t* pcs, int max) = 0;
 
-  // Called once on each thread before its first sample, outside any signal
-  // handler: warm caches, touch lazily-bound symbols.
+  // Called once per process, on its first thread, outside any signal
+  // handler: bind lazily-bound symbols, create process-wide state. Per-thread
+  // caches are built by each thread's first Unwind() (the core no longer
+  // warms every new thread: it cost ~80 us per pthread_create).
   virtual void PrepareThread() {}
 
   // True when Unwind() may hold a lock of its own while it runs (libunwind's

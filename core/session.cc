@@ -135,7 +135,8 @@ std::atomic<uint32_t> g_collector_wake{0};
 constexpr int kNoWorkerPending = INT32_MIN;
 std::atomic<int> g_worker_pending{kNoWorkerPending};
 // Set by the collector thread as it enters its own code (StartCollectorThread).
-std::atomic<bool> g_collector_entered{false};
+// A futex word: 1 once the collector runs its own code.
+std::atomic<uint32_t> g_collector_entered{0};
 std::atomic<pid_t> g_collector_tid{0};
 // The collector leaves its loop (and its thread ends) for a moment in which
 // the program needs to be single-threaded: unshare(CLONE_NEWUSER), setns.
@@ -252,7 +253,12 @@ void ArmSlot(ThreadSlot* s) {
 
 // Registers the calling thread: a slot, its timer armed (unless an unprofiled
 // baseline is running), and a key destructor to unregister it at thread exit.
-ThreadSlot* RegisterCurrentThread() {
+// `prepare`: run the unwinder's warm-up here. Only the first thread of a
+// process does: it binds the unwinder's lazily-bound symbols and creates its
+// process-wide state; what is per thread (libunwind's trace cache) the
+// thread's first sample builds. Warming every new thread cost ~80 us of CPU
+// per pthread_create, 6-8x a bare create+join (bench/startup.sh).
+ThreadSlot* RegisterCurrentThread(bool prepare = false) {
   pid_t tid = CurrentTid();
   ThreadSlot* s = ClaimSlot(tid);
   if (s == nullptr) {
@@ -261,9 +267,11 @@ ThreadSlot* RegisterCurrentThread() {
   }
   // On the slot's unwind stack, where the samples will run: libunwind's warm-up
   // walk takes more than a PTHREAD_STACK_MIN thread may have left.
-  RunOnStack(
-      G->unwinder.get(), [](void* u) { static_cast<Unwinder*>(u)->PrepareThread(); },
-      s->unwind_stack);
+  if (prepare) {
+    RunOnStack(
+        G->unwinder.get(), [](void* u) { static_cast<Unwinder*>(u)->PrepareThread(); },
+        s->unwind_stack);
+  }
   t_tid = tid;
   PublishSlot(s);
   t_slot = s;
@@ -520,7 +528,8 @@ bool NoProgramThreadLeft() {
 
 void* CollectorMain(void*) {
   g_collector_tid.store(CurrentTid(), std::memory_order_relaxed);
-  g_collector_entered.store(true, std::memory_order_release);
+  g_collector_entered.store(1, std::memory_order_release);
+  syscall(SYS_futex, &g_collector_entered, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
   sigset_t all;
   sigfillset(&all);
   RealPthreadSigmask(SIG_BLOCK, &all, nullptr);  // signals go to the program's threads
@@ -640,7 +649,7 @@ bool StartCollectorThread() {
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   g_collector_running.store(true);
-  g_collector_entered.store(false);
+  g_collector_entered.store(0);
   int rc = StartInternalThread(&thread, &attr, CollectorMain, nullptr);
   pthread_attr_destroy(&attr);
   if (rc != 0) {
@@ -654,9 +663,14 @@ bool StartCollectorThread() {
   // lock held into the child, whose own collector then waited for it for
   // ever. Past this point the collector does its work under g_collector_mu,
   // which LockForFork holds across fork().
-  const timespec step{0, 100000};
-  for (int i = 0; i < 10000 && !g_collector_entered.load(std::memory_order_acquire); ++i) {
-    nanosleep(&step, nullptr);
+  // (A futex, not a sleep loop: each sleep of 100 us took up to a
+  // millisecond on a VM, at every process start.)
+  const int64_t deadline = MonotonicNs() + 1000000000LL;
+  while (g_collector_entered.load(std::memory_order_acquire) == 0) {
+    const int64_t left = deadline - MonotonicNs();
+    if (left <= 0) break;
+    const timespec wait{static_cast<time_t>(left / 1000000000), static_cast<long>(left % 1000000000)};
+    syscall(SYS_futex, &g_collector_entered, FUTEX_WAIT_PRIVATE, 0, &wait, nullptr, 0);
   }
   return true;
 }
@@ -1083,7 +1097,7 @@ void StartSession() {
   g_sampler.active.store(g_sampling_off.load() == kSamplingOn);
   g_session_pid.store(getpid(), std::memory_order_relaxed);
   g_session_started.store(true);
-  RegisterCurrentThread();
+  RegisterCurrentThread(/*prepare=*/true);
   RegisterExistingThreads();
   if (G->config.baseline_steps == 0) {
     g_collector->SetProcessField("sampling_start_ns", std::to_string(MonotonicNs()));
@@ -1273,9 +1287,11 @@ void AfterFailedExec(bool prepared) {
 }
 
 void AfterProgramMask(bool sigprof_blocked) {
-  if (!OwnSession()) return;
+  // Cheap tests first: libraries mask signals often (libunwind around each
+  // step of its slow path), and OwnSession() is a getpid() syscall.
   ThreadSlot* s = t_slot;
   if (s == nullptr || s->sigprof_blocked.load(std::memory_order_relaxed) == sigprof_blocked) return;
+  if (!OwnSession()) return;
   s->sigprof_blocked.store(sigprof_blocked, std::memory_order_relaxed);
   if (!sigprof_blocked) {
     ArmSlot(s);  // (not while the baseline runs, or once sampling is off)
