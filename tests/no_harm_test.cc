@@ -583,7 +583,10 @@ void ExpectNoEintrWithItimer(const std::string& load, uint64_t min_samples) {
   EXPECT_GT(p.Samples(Harm("eintr_loops")), min_samples) << p.Processes();
 }
 
-TEST(NoHarm, ItimerLeaksNoEintrIntoSelectEpollAndSemTimedwait) { ExpectNoEintrWithItimer("busy", 200); }
+// ~1 s of CPU at setitimer's 250 Hz is ~250 samples on a quiet machine; 160
+// were seen at load 4, where the program gets less CPU. The count only shows
+// that sampling was on while the EINTRs were counted.
+TEST(NoHarm, ItimerLeaksNoEintrIntoSelectEpollAndSemTimedwait) { ExpectNoEintrWithItimer("busy", 100); }
 
 // Mostly idle: the ticks that expire while dlprof's own thread runs must not
 // go to a waiting thread either.
