@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Start-up costs side by side (bench/startup.cc): thread create+join and
 # process start, unprofiled and with DLPROF_SAMPLE=1 LD_PRELOAD=libdlprof.so,
-# runs alternated, BENCH_STARTUP_REPS (5) repetitions; prints the medians and
-# their ratios (targets, issue 11: thread create+join <= 2x, process start
-# + <= 1 ms).
+# runs alternated, BENCH_STARTUP_REPS (5) repetitions; prints the medians of
+# wall and CPU time per item, their ratios and what dlprof adds (targets,
+# issue 11: thread create+join <= 2x, process start + <= 1 ms).
 #
 #   bench/startup.sh BUILD_DIR
 set -euo pipefail
@@ -20,10 +20,14 @@ for ((r = 0; r < reps; ++r)); do
     DLPROF_SAMPLE=1 DLPROF_OUT="$out/runs" LD_PRELOAD="$lib" "$prog" "$1" "$2" >>"$out/dlprof.$1"
   done
 done
-median() { awk '{print $2}' "$1" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-printf '%-22s %12s %12s %8s\n' what "plain ns" "dlprof ns" ratio
+# median FILE COLUMN
+median() { awk -v c="$2" '{print $c}' "$1" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+printf '%-8s %-5s %12s %12s %8s %12s\n' what clock "plain ns" "dlprof ns" ratio "added ns"
 for m in threads spawn; do
-  p=$(median "$out/plain.$m")
-  d=$(median "$out/dlprof.$m")
-  awk -v m="$m" -v p="$p" -v d="$d" 'BEGIN { printf "%-22s %12s %12s %8.2f\n", m, p, d, d / p }'
+  for col in 2 3; do
+    p=$(median "$out/plain.$m" $col)
+    d=$(median "$out/dlprof.$m" $col)
+    awk -v m="$m" -v c="$([ $col = 2 ] && echo wall || echo cpu)" -v p="$p" -v d="$d" \
+      'BEGIN { printf "%-8s %-5s %12.0f %12.0f %8.2f %12.0f\n", m, c, p, d, d / p, d - p }'
+  done
 done

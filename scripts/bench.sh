@@ -22,7 +22,7 @@ command -v python3 >/dev/null || { echo "bench: python3 is needed for the table"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 jobs=$(nproc)
 cmake --build "$build" -j "$jobs" --target dlprof dlprof_cmd bench_workload bench_count_samples \
-  annotation_bench annotation_bench_so pipeline_bench unwinder_bench
+  annotation_bench annotation_bench_so pipeline_bench unwinder_bench bench_startup
 # The example pipeline is the data-loading row; without it that row says TODO.
 cmake --build "$build" -j "$jobs" --target dlprof_example_pipeline ||
   echo "bench: the example pipeline does not build; its row will say TODO" >&2
@@ -66,6 +66,8 @@ gbench pipeline_1 pipeline_bench
 log "pipeline_bench done ($((SECONDS - start)) s)"
 
 bench/whole_process.sh "$build" "$out"
+bench/startup.sh "$build" | tee "$out/startup.txt"
+log "start-up costs done ($((SECONDS - start)) s)"
 {
   echo "commit: $(git -C "$root" rev-parse --short HEAD 2>/dev/null) ($(git -C "$root" status --porcelain 2>/dev/null | wc -l) paths uncommitted)"
   echo "duration_s: $((SECONDS - start))"
