@@ -70,6 +70,9 @@ pthread_mutex_t g_collector_mu = PTHREAD_MUTEX_INITIALIZER;
 std::atomic<bool> g_stop{false};
 std::atomic<uint64_t> g_flush_requested{0};
 std::atomic<uint64_t> g_flush_done{0};
+// A futex word bumped after every store of g_flush_done and when the
+// collector ends: RequestFlush sleeps on it (PublishFlushDone).
+std::atomic<uint32_t> g_flush_seq{0};
 // The run folder's identity: it is opened by its absolute path
 // (G->run_path) whenever a file is made in it, and must be this folder.
 dev_t g_run_dev = 0;
@@ -220,6 +223,17 @@ int StartInternalThread(pthread_t* thread, const pthread_attr_t* attr, void* (*f
   const int rc = InternalPthreadCreate()(thread, attr, fn, arg);
   t_starting_internal_thread = false;
   return rc;
+}
+
+// This function is safe to call from asynchronous signals.
+void WakeFlushWaiters() {
+  g_flush_seq.fetch_add(1, std::memory_order_release);
+  syscall(SYS_futex, &g_flush_seq, FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
+}
+
+void PublishFlushDone(uint64_t requested) {
+  g_flush_done.store(requested, std::memory_order_release);
+  WakeFlushWaiters();
 }
 
 bool Armed() {
@@ -606,7 +620,7 @@ void* CollectorMain(void*) {
                  : signo == kSeccompEnd ? std::string("seccomp")
                                         : "signal " + std::to_string(signo));
       g_collector->Finish(now);
-      g_flush_done.store(requested, std::memory_order_release);
+      PublishFlushDone(requested);
       pthread_mutex_unlock(&g_collector_mu);
       break;
     }
@@ -630,16 +644,17 @@ void* CollectorMain(void*) {
         // disarmed, this thread ends, annotations fall back to a branch.
         StopSampling(kOutputFailed);
         g_session_started.store(false);
-        g_flush_done.store(requested, std::memory_order_release);
+        PublishFlushDone(requested);
         pthread_mutex_unlock(&g_collector_mu);
         break;
       }
       last_flush = now;
-      g_flush_done.store(requested, std::memory_order_release);
+      PublishFlushDone(requested);
     }
     pthread_mutex_unlock(&g_collector_mu);
   }
   g_collector_running.store(false);
+  WakeFlushWaiters();  // a waiter need not wait for an answer that cannot come
   return nullptr;
 }
 
@@ -1247,13 +1262,18 @@ bool RequestFlush(int timeout_ms) {
   if (!g_session_started.load() || !g_collector_running.load()) return false;
   uint64_t ticket = g_flush_requested.fetch_add(1) + 1;
   WakeCollector();
-  const timespec step{0, 1000000};
-  for (int waited = 0; waited <= timeout_ms; ++waited) {
+  // On a futex the collector bumps (not in 1 ms sleeps: each exec and _exit
+  // waited at least that long, 12 ms a process in an exec-heavy script).
+  const int64_t deadline = MonotonicNs() + timeout_ms * 1000000LL;
+  for (;;) {
+    const uint32_t seq = g_flush_seq.load(std::memory_order_acquire);
     if (g_flush_done.load(std::memory_order_acquire) >= ticket) return true;
     if (!g_collector_running.load()) return false;
-    nanosleep(&step, nullptr);
+    const int64_t left = deadline - MonotonicNs();
+    if (left <= 0) return false;
+    const timespec wait{static_cast<time_t>(left / 1000000000), static_cast<long>(left % 1000000000)};
+    syscall(SYS_futex, &g_flush_seq, FUTEX_WAIT_PRIVATE, seq, &wait, nullptr, 0);
   }
-  return false;
 }
 
 void BeforeQuickExit(int status) {
