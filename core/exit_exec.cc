@@ -18,6 +18,7 @@
 #include <atomic>
 
 #include "core/exit_exec.h"
+#include "core/hooks.h"
 #include "core/session.h"
 
 namespace dlprof {
@@ -36,14 +37,10 @@ std::atomic<ExecvFn> g_execv{nullptr}, g_execvp{nullptr};
 std::atomic<FexecveFn> g_fexecve{nullptr};
 std::atomic<ExecveatFn> g_execveat{nullptr};
 
+// Resolved by ResolveExecFunctions() at start, not from a signal handler.
 template <typename Fn>
 Fn Next(std::atomic<Fn>* slot, const char* name) {
-  Fn f = slot->load(std::memory_order_acquire);
-  if (f == nullptr) {  // only before ResolveExecFunctions(): not from a signal handler
-    f = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
-    slot->store(f, std::memory_order_release);
-  }
-  return f;
+  return NextDefinition(slot, name);
 }
 
 // Runs one exec call with the profile ended around it; re-arms if it returns.
@@ -57,10 +54,7 @@ int AroundExec(Call call) {
   return rc;
 }
 
-int NoFunction() {
-  errno = ENOSYS;
-  return -1;
-}
+int NoFunction() { return NoNextDefinition(); }
 
 // Calls call(argv, envp) with the argv of an execl-style call (arg0, then the
 // variadic arguments up to NULL) built on this frame's stack; with

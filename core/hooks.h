@@ -4,12 +4,36 @@
 #ifndef DLPROF_CORE_HOOKS_H_
 #define DLPROF_CORE_HOOKS_H_
 
+#include <dlfcn.h>
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <atomic>
+
 namespace dlprof {
+
+// The next definition of `name` after libdlprof's (glibc's, or a
+// sanitizer's interceptor), looked up once and cached in *slot. dlsym is
+// not signal-safe: each module resolves its slots at start (its Resolve*
+// function); from then on this is one atomic load.
+template <typename Fn>
+Fn NextDefinition(std::atomic<Fn>* slot, const char* name) {
+  Fn f = slot->load(std::memory_order_acquire);
+  if (f == nullptr) {
+    f = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
+    slot->store(f, std::memory_order_release);
+  }
+  return f;
+}
+
+// What an interposer returns when there is no next definition: -1, ENOSYS.
+inline int NoNextDefinition() {
+  errno = ENOSYS;
+  return -1;
+}
 
 // libdlprof's own pthread_create and sigaction, by addresses no other
 // definition can interpose (hidden aliases, bound at link time): dlprof

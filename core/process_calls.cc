@@ -27,12 +27,7 @@ using SyscallFn = long (*)(long, ...);
 
 template <typename Fn>
 Fn Next(std::atomic<Fn>* slot, const char* name) {
-  Fn f = slot->load(std::memory_order_acquire);
-  if (f == nullptr) {
-    f = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
-    slot->store(f, std::memory_order_release);
-  }
-  return f;
+  return NextDefinition(slot, name);
 }
 
 std::atomic<UnshareFn> g_unshare{nullptr};
@@ -47,10 +42,7 @@ std::atomic<uint64_t> g_pipes_moved{0};
 // CLONE_NEWUSER (it implies CLONE_THREAD), CLONE_THREAD, CLONE_SIGHAND, CLONE_VM.
 constexpr int kSingleThreadFlags = CLONE_NEWUSER | CLONE_THREAD | CLONE_SIGHAND | CLONE_VM;
 
-int NoFunction() {
-  errno = ENOSYS;
-  return -1;
-}
+int NoFunction() { return NoNextDefinition(); }
 
 // Runs call() with the collector out of the way; errno is the call's.
 template <typename Call>

@@ -35,12 +35,7 @@ std::atomic<SigmaskFn> g_next_sigprocmask{nullptr};
 
 // Resolved once at start (ResolveSignalFunctions), never from a handler.
 SigmaskFn NextMaskFunction(std::atomic<SigmaskFn>* slot, const char* name) {
-  SigmaskFn f = slot->load(std::memory_order_acquire);
-  if (f == nullptr) {
-    f = reinterpret_cast<SigmaskFn>(dlsym(RTLD_NEXT, name));
-    slot->store(f, std::memory_order_release);
-  }
-  return f;
+  return NextDefinition(slot, name);
 }
 
 SigactionFn NextSigaction() {

@@ -27,6 +27,7 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/support/stack_pointer.h"
 #include "backends/unwinder.h"
 #include "core/signal_handler.h"
 #include "core/stack_switch.h"
@@ -54,17 +55,7 @@ bool Available(const std::string& name) {
   return false;
 }
 
-inline __attribute__((always_inline)) uintptr_t StackPointer() {
-  uintptr_t sp;
-#if defined(__x86_64__)
-  asm volatile("mov %%rsp, %0" : "=r"(sp));
-#elif defined(__aarch64__)
-  asm volatile("mov %0, sp" : "=r"(sp));
-#else
-  sp = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
-#endif
-  return sp;
-}
+using dlprof::testing::StackPointer;
 
 // ---- in-process measure, HandleProfilingSignal driven by our own signals ----
 

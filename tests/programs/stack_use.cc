@@ -33,23 +33,15 @@
 #define AT_MINSIGSTKSZ 51
 #endif
 
+#include "tests/support/stack_pointer.h"
+
 namespace {
 
 constexpr uint64_t kPattern = 0xA5C3A5C3A5C3A5C3ull;
 constexpr size_t kPaintStack = 256 << 10;
 constexpr size_t kContract = 2048;  // what dlprof may take below the kernel's frame
 
-inline __attribute__((always_inline)) uintptr_t StackPointer() {
-  uintptr_t sp;
-#if defined(__x86_64__)
-  asm volatile("mov %%rsp, %0" : "=r"(sp));
-#elif defined(__aarch64__)
-  asm volatile("mov %0, sp" : "=r"(sp));
-#else
-  sp = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
-#endif
-  return sp;
-}
+using dlprof::testing::StackPointer;
 
 double Now() {
   timespec ts;
