@@ -39,14 +39,12 @@
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 
-#include <dlfcn.h>
-#include <link.h>
-
 #include <algorithm>
 #include <atomic>
 #include <mutex>
 
 #include "backends/backend_factories.h"
+#include "backends/code_range.h"
 
 namespace dlprof {
 namespace {
@@ -165,36 +163,12 @@ class LibunwindUnwinder : public Unwinder {
   }
 };
 
-// libunwind's code, [start, end): see LibunwindCalledFrom().
-std::atomic<uintptr_t> g_text_start{0}, g_text_end{0};
+// libunwind's code: see LibunwindCalledFrom().
+CodeRange g_libunwind_text;
 
 void FindTextOnce() {
   static std::once_flag once;
-  std::call_once(once, [] {
-    Dl_info info;
-    if (dladdr(reinterpret_cast<void*>(&unw_backtrace), &info) == 0 || info.dli_fbase == nullptr) {
-      return;
-    }
-    struct Find {
-      uintptr_t base, start = 0, end = 0;
-    } find{reinterpret_cast<uintptr_t>(info.dli_fbase)};
-    dl_iterate_phdr(
-        [](dl_phdr_info* object, size_t, void* data) {
-          auto* f = static_cast<Find*>(data);
-          for (int i = 0; i < object->dlpi_phnum; ++i) {
-            const ElfW(Phdr)& ph = object->dlpi_phdr[i];
-            if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_X)) continue;
-            const uintptr_t start = object->dlpi_addr + ph.p_vaddr;
-            if (object->dlpi_addr != f->base && start != f->base) continue;
-            f->start = start;
-            f->end = start + ph.p_memsz;
-          }
-          return f->start != 0 ? 1 : 0;
-        },
-        &find);
-    g_text_end.store(find.end, std::memory_order_relaxed);
-    g_text_start.store(find.start, std::memory_order_release);
-  });
+  std::call_once(once, [] { g_libunwind_text.FindObjectOf(reinterpret_cast<void*>(&unw_backtrace)); });
 }
 
 void SetCachingPolicyOnce() {
@@ -215,9 +189,7 @@ bool ProbeLibunwindUnwinder(std::string* note) {
 }
 
 bool LibunwindCalledFrom(uintptr_t return_address) {
-  const uintptr_t start = g_text_start.load(std::memory_order_acquire);
-  return start != 0 && return_address >= start &&
-         return_address < g_text_end.load(std::memory_order_relaxed);
+  return g_libunwind_text.Contains(return_address);
 }
 
 std::unique_ptr<Unwinder> NewLibunwindUnwinder(std::string* error) {

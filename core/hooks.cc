@@ -50,10 +50,12 @@ extern "C" DLPROF_EXPORT void (*signal(int signo, void (*handler)(int)) noexcept
 // A thread that blocks SIGPROF is not sampled while it does (core/session.h
 // AfterProgramMask).
 extern "C" DLPROF_EXPORT int pthread_sigmask(int how, const sigset_t* set, sigset_t* old) noexcept {
-  return dlprof::ProgramSigmaskCall(how, set, old, true);
+  return dlprof::ProgramSigmaskCall(how, set, old, true,
+                                    reinterpret_cast<uintptr_t>(__builtin_return_address(0)));
 }
 extern "C" DLPROF_EXPORT int sigprocmask(int how, const sigset_t* set, sigset_t* old) noexcept {
-  return dlprof::ProgramSigmaskCall(how, set, old, false);
+  return dlprof::ProgramSigmaskCall(how, set, old, false,
+                                    reinterpret_cast<uintptr_t>(__builtin_return_address(0)));
 }
 
 // --- leaving the image: _exit and exec ---

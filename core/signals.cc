@@ -10,6 +10,7 @@
 
 #include <dlprof/dlprof.h>
 
+#include "backends/code_range.h"
 #include "core/hooks.h"
 #include "core/proc_maps.h"
 #include "core/session.h"
@@ -32,6 +33,11 @@ std::atomic<SignalFn> g_next_signal{nullptr};
 using SigmaskFn = int (*)(int, const sigset_t*, sigset_t*);
 std::atomic<SigmaskFn> g_next_pthread_sigmask{nullptr};
 std::atomic<SigmaskFn> g_next_sigprocmask{nullptr};
+// A sanitizer runtime's code (none without one). TSan delivers signals
+// itself and blocks each one around its handler, as the kernel would,
+// through the next pthread_sigmask: libdlprof's, when it follows TSan.
+// That is no mask of the program's.
+CodeRange g_sanitizer_text;
 
 // Resolved once at start (ResolveSignalFunctions), never from a handler.
 SigmaskFn NextMaskFunction(std::atomic<SigmaskFn>* slot, const char* name) {
@@ -231,6 +237,8 @@ void ResolveSignalFunctions() {
   FirstSigaction();
   NextMaskFunction(&g_next_pthread_sigmask, "pthread_sigmask");
   NextMaskFunction(&g_next_sigprocmask, "sigprocmask");
+  // Every sanitizer runtime exports this one.
+  g_sanitizer_text.FindObjectOf(dlsym(RTLD_DEFAULT, "__sanitizer_print_stack_trace"));
 }
 
 int RealPthreadSigmask(int how, const sigset_t* set, sigset_t* old) {
@@ -242,14 +250,15 @@ int RealPthreadSigmask(int how, const sigset_t* set, sigset_t* old) {
   return f(how, set, old);
 }
 
-int ProgramSigmaskCall(int how, const sigset_t* set, sigset_t* old, bool pthread_style) {
+int ProgramSigmaskCall(int how, const sigset_t* set, sigset_t* old, bool pthread_style,
+                       uintptr_t caller) {
   SigmaskFn f = NextMaskFunction(pthread_style ? &g_next_pthread_sigmask : &g_next_sigprocmask,
                                  pthread_style ? "pthread_sigmask" : "sigprocmask");
   sigset_t before;
   const int rc = f(how, set, old != nullptr ? old : &before);
   // libunwind's lock blocks every signal around its steps: that is dlprof's
   // own doing, inside the handler, not the program's mask.
-  if (rc != 0 || set == nullptr || t_in_unwind) return rc;
+  if (rc != 0 || set == nullptr || t_in_unwind || g_sanitizer_text.Contains(caller)) return rc;
   sigset_t now = old != nullptr ? *old : before;
   if (how == SIG_SETMASK) {
     now = *set;

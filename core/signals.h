@@ -19,6 +19,7 @@
 #define DLPROF_CORE_SIGNALS_H_
 
 #include <signal.h>
+#include <stdint.h>
 
 namespace dlprof {
 
@@ -62,11 +63,13 @@ bool SigprofTakenBehindOurBack();
 // Async-signal-safe.
 int RealPthreadSigmask(int how, const sigset_t* set, sigset_t* old);
 
-// The program's pthread_sigmask (pthread_style) or sigprocmask (core/hooks.cc):
-// the call itself, then, when it changed whether this thread blocks SIGPROF,
-// AfterProgramMask (core/session.h). Same result and errno as the call.
-// Async-signal-safe, as the call is.
-int ProgramSigmaskCall(int how, const sigset_t* set, sigset_t* old, bool pthread_style);
+// The program's pthread_sigmask (pthread_style) or sigprocmask (core/hooks.cc),
+// called from `caller` (a return address): the call itself, then, when it
+// changed whether this thread blocks SIGPROF, AfterProgramMask
+// (core/session.h), unless a sanitizer runtime called it. Same result and
+// errno as the call. Async-signal-safe, as the call is.
+int ProgramSigmaskCall(int how, const sigset_t* set, sigset_t* old, bool pthread_style,
+                       uintptr_t caller);
 
 // Takes every SIGPROF pending for this thread (or the process) that dlprof
 // sent; one of the program's own is raised again. True if there was one.
