@@ -35,10 +35,6 @@ bool StillPrivate(const PrivateFd& p);
 // program took over is left alone. Async-signal-safe.
 void ReleasePrivate(PrivateFd* p);
 
-// Forgets p.fd without closing it (a fork child whose descriptor shares its
-// open file with the parent's may still close it: see the callers).
-inline void ForgetPrivate(PrivateFd* p) { *p = PrivateFd{}; }
-
 // The lowest number KeepPrivate() tries. Async-signal-safe.
 int PrivateFdFloor();
 

@@ -84,14 +84,7 @@ ssize_t ReadProcFile(const char* path, char* buf, size_t size) {
 // changed its credentials) may not read its own /proc/<tid>/syscall; its
 // stat file still says whether the thread sleeps: blocked, call unknown.
 uint64_t StateFromStat(pid_t tid) {
-  char path[64], buf[512];
-  snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
-  if (ReadProcFile(path, buf, sizeof(buf)) <= 0) return 0;
-  // "tid (comm) S ...": comm may hold spaces and parentheses; the state
-  // follows the last ')'.
-  const char* paren = strrchr(buf, ')');
-  if (paren == nullptr || paren[1] != ' ') return 0;
-  const char state = paren[2];
+  const char state = ThreadState(tid);
   return state == 'S' || state == 'D' ? 1 + static_cast<uint64_t>(DLPROF_SYSCALL_UNKNOWN) : 0;
 }
 

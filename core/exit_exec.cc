@@ -37,12 +37,6 @@ std::atomic<ExecvFn> g_execv{nullptr}, g_execvp{nullptr};
 std::atomic<FexecveFn> g_fexecve{nullptr};
 std::atomic<ExecveatFn> g_execveat{nullptr};
 
-// Resolved by ResolveExecFunctions() at start, not from a signal handler.
-template <typename Fn>
-Fn Next(std::atomic<Fn>* slot, const char* name) {
-  return NextDefinition(slot, name);
-}
-
 // Runs one exec call with the profile ended around it; re-arms if it returns.
 template <typename Call>
 int AroundExec(Call call) {
@@ -53,8 +47,6 @@ int AroundExec(Call call) {
   errno = saved;
   return rc;
 }
-
-int NoFunction() { return NoNextDefinition(); }
 
 // Calls call(argv, envp) with the argv of an execl-style call (arg0, then the
 // variadic arguments up to NULL) built on this frame's stack; with
@@ -80,13 +72,13 @@ int WithListArgs(const char* arg0, va_list ap, bool env_follows, Call call) {
 }  // namespace
 
 void ResolveExecFunctions() {
-  Next(&g_exit, "_exit");
-  Next(&g_execve, "execve");
-  Next(&g_execvpe, "execvpe");
-  Next(&g_execv, "execv");
-  Next(&g_execvp, "execvp");
-  Next(&g_fexecve, "fexecve");
-  Next(&g_execveat, "execveat");
+  NextDefinition(&g_exit, "_exit");
+  NextDefinition(&g_execve, "execve");
+  NextDefinition(&g_execvpe, "execvpe");
+  NextDefinition(&g_execv, "execv");
+  NextDefinition(&g_execvp, "execvp");
+  NextDefinition(&g_fexecve, "fexecve");
+  NextDefinition(&g_execveat, "execveat");
 }
 
 
@@ -102,34 +94,34 @@ void ProgramQuickExit(int status) {
 }
 
 int ProgramExecve(const char* path, char* const argv[], char* const envp[]) {
-  auto f = Next(&g_execve, "execve");
-  return f ? AroundExec([&] { return f(path, argv, envp); }) : NoFunction();
+  auto f = NextDefinition(&g_execve, "execve");
+  return f ? AroundExec([&] { return f(path, argv, envp); }) : NoNextDefinition();
 }
 
 int ProgramExecvpe(const char* file, char* const argv[], char* const envp[]) {
-  auto f = Next(&g_execvpe, "execvpe");
-  return f ? AroundExec([&] { return f(file, argv, envp); }) : NoFunction();
+  auto f = NextDefinition(&g_execvpe, "execvpe");
+  return f ? AroundExec([&] { return f(file, argv, envp); }) : NoNextDefinition();
 }
 
 int ProgramExecv(const char* path, char* const argv[]) {
-  auto f = Next(&g_execv, "execv");
-  return f ? AroundExec([&] { return f(path, argv); }) : NoFunction();
+  auto f = NextDefinition(&g_execv, "execv");
+  return f ? AroundExec([&] { return f(path, argv); }) : NoNextDefinition();
 }
 
 int ProgramExecvp(const char* file, char* const argv[]) {
-  auto f = Next(&g_execvp, "execvp");
-  return f ? AroundExec([&] { return f(file, argv); }) : NoFunction();
+  auto f = NextDefinition(&g_execvp, "execvp");
+  return f ? AroundExec([&] { return f(file, argv); }) : NoNextDefinition();
 }
 
 int ProgramFexecve(int fd, char* const argv[], char* const envp[]) {
-  auto f = Next(&g_fexecve, "fexecve");
-  return f ? AroundExec([&] { return f(fd, argv, envp); }) : NoFunction();
+  auto f = NextDefinition(&g_fexecve, "fexecve");
+  return f ? AroundExec([&] { return f(fd, argv, envp); }) : NoNextDefinition();
 }
 
 int ProgramExecveat(int dirfd, const char* path, char* const argv[], char* const envp[],
                     int flags) {
-  auto f = Next(&g_execveat, "execveat");
-  return f ? AroundExec([&] { return f(dirfd, path, argv, envp, flags); }) : NoFunction();
+  auto f = NextDefinition(&g_execveat, "execveat");
+  return f ? AroundExec([&] { return f(dirfd, path, argv, envp, flags); }) : NoNextDefinition();
 }
 
 int ExecWithListArgs(const char* arg0, va_list ap, bool env_follows,

@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 #include <elf.h>
+#include <fcntl.h>
 #include <link.h>
 #include <limits.h>
 #include <pthread.h>
@@ -132,6 +133,21 @@ bool LoaderLockInheritedHeld() {
 }
 
 void MarkLoaderUnusable() { g_loader_unusable.store(true); }
+
+char ThreadState(int tid) {
+  char path[64], buf[512];
+  snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  const ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  // "tid (comm) S ...": comm may hold spaces and parentheses; the state
+  // follows the last ')'.
+  const char* paren = strrchr(buf, ')');
+  return paren != nullptr && paren[1] == ' ' ? paren[2] : 0;
+}
 
 uint64_t LoadedObjectsGeneration() {
   if (g_loader_unusable.load(std::memory_order_relaxed)) return 0;

@@ -23,6 +23,12 @@ struct MapEntry {
 // build-ids read from the loaded objects' PT_NOTE segments in memory.
 std::vector<MapEntry> ReadExecutableMappings();
 
+// The scheduler state letter of thread `tid` of this process ('R', 'S', 'D',
+// 'Z', ...) from /proc/self/task/<tid>/stat, through a descriptor held for
+// the read; 0 when it cannot be read (the thread is gone). Readable even by
+// a non-dumpable process. Not signal-safe.
+char ThreadState(int tid);
+
 // Changes whenever an object is loaded or unloaded (dl_iterate_phdr's counters).
 uint64_t LoadedObjectsGeneration();
 

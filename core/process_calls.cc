@@ -25,24 +25,16 @@ using SetnsFn = int (*)(int, int);
 using PrctlFn = int (*)(int, ...);
 using SyscallFn = long (*)(long, ...);
 
-template <typename Fn>
-Fn Next(std::atomic<Fn>* slot, const char* name) {
-  return NextDefinition(slot, name);
-}
-
 std::atomic<UnshareFn> g_unshare{nullptr};
 std::atomic<SetnsFn> g_setns{nullptr};
 std::atomic<PrctlFn> g_prctl{nullptr};
 std::atomic<SyscallFn> g_syscall{nullptr};
 using Pipe2Fn = int (*)(int*, int);
 std::atomic<Pipe2Fn> g_pipe2{nullptr};
-std::atomic<uint64_t> g_pipes_moved{0};
 
 // The flags for which the kernel wants a single-threaded caller:
 // CLONE_NEWUSER (it implies CLONE_THREAD), CLONE_THREAD, CLONE_SIGHAND, CLONE_VM.
 constexpr int kSingleThreadFlags = CLONE_NEWUSER | CLONE_THREAD | CLONE_SIGHAND | CLONE_VM;
-
-int NoFunction() { return NoNextDefinition(); }
 
 // Runs call() with the collector out of the way; errno is the call's.
 template <typename Call>
@@ -58,19 +50,19 @@ int WithoutCollector(Call call) {
 }  // namespace
 
 void ResolveProcessCalls() {
-  Next(&g_unshare, "unshare");
-  Next(&g_setns, "setns");
-  Next(&g_prctl, "prctl");
-  Next(&g_syscall, "syscall");
-  Next(&g_pipe2, "pipe2");
+  NextDefinition(&g_unshare, "unshare");
+  NextDefinition(&g_setns, "setns");
+  NextDefinition(&g_prctl, "prctl");
+  NextDefinition(&g_syscall, "syscall");
+  NextDefinition(&g_pipe2, "pipe2");
 }
 
 namespace {
 
 template <typename Fn, typename... Args>
 int CredentialCall(std::atomic<Fn>* slot, const char* name, Args... args) {
-  Fn f = Next(slot, name);
-  if (f == nullptr) return NoFunction();
+  Fn f = NextDefinition(slot, name);
+  if (f == nullptr) return NoNextDefinition();
   BeforeCredentialChange();
   return f(args...);
 }
@@ -99,8 +91,8 @@ int ProgramSetresgid(gid_t r, gid_t e, gid_t s) {
 
 int ProgramPipe2(int fds[2], int flags, uintptr_t caller) {
   Pipe2Fn f = g_pipe2.load(std::memory_order_acquire);
-  if (f == nullptr) f = Next(&g_pipe2, "pipe2");
-  if (f == nullptr) return NoFunction();
+  if (f == nullptr) f = NextDefinition(&g_pipe2, "pipe2");
+  if (f == nullptr) return NoNextDefinition();
   const int rc = f(fds, flags);
   if (rc != 0 || !LibunwindCalledFrom(caller)) return rc;
   // libunwind's validation pipe: moved to numbers the program does not reach
@@ -113,20 +105,19 @@ int ProgramPipe2(int fds[2], int flags, uintptr_t caller) {
     close(fds[i]);
     fds[i] = high;
   }
-  g_pipes_moved.fetch_add(1, std::memory_order_relaxed);
   return 0;
 }
 
 int ProgramUnshare(int flags) {
-  UnshareFn f = Next(&g_unshare, "unshare");
-  if (f == nullptr) return NoFunction();
+  UnshareFn f = NextDefinition(&g_unshare, "unshare");
+  if (f == nullptr) return NoNextDefinition();
   if ((flags & kSingleThreadFlags) == 0) return f(flags);
   return WithoutCollector([&] { return f(flags); });
 }
 
 int ProgramSetns(int fd, int nstype) {
-  SetnsFn f = Next(&g_setns, "setns");
-  if (f == nullptr) return NoFunction();
+  SetnsFn f = NextDefinition(&g_setns, "setns");
+  if (f == nullptr) return NoNextDefinition();
   // nstype 0 lets the kernel take the namespace's own type, a user one too.
   if (nstype != 0 && (nstype & CLONE_NEWUSER) == 0) return f(fd, nstype);
   return WithoutCollector([&] { return f(fd, nstype); });
@@ -134,8 +125,8 @@ int ProgramSetns(int fd, int nstype) {
 
 int ProgramPrctl(int option, unsigned long a2, unsigned long a3, unsigned long a4,
                  unsigned long a5) {
-  PrctlFn f = Next(&g_prctl, "prctl");
-  if (f == nullptr) return NoFunction();
+  PrctlFn f = NextDefinition(&g_prctl, "prctl");
+  if (f == nullptr) return NoNextDefinition();
   if (option == PR_SET_SECCOMP && (a2 == SECCOMP_MODE_FILTER || a2 == SECCOMP_MODE_STRICT)) {
     BeforeSeccompFilter();
   }
@@ -149,8 +140,8 @@ int ProgramPrctl(int option, unsigned long a2, unsigned long a3, unsigned long a
 }
 
 long ProgramSyscall(long number, const long* a) {
-  SyscallFn f = Next(&g_syscall, "syscall");
-  if (f == nullptr) return NoFunction();
+  SyscallFn f = NextDefinition(&g_syscall, "syscall");
+  if (f == nullptr) return NoNextDefinition();
   if (number == SYS_seccomp &&
       (a[0] == SECCOMP_SET_MODE_FILTER || a[0] == SECCOMP_SET_MODE_STRICT)) {
     BeforeSeccompFilter();

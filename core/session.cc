@@ -49,7 +49,6 @@ bool g_session_detailed = false;
 
 namespace {
 
-using PthreadCreateFn = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
 
 constexpr int kProfilingSignal = SIGPROF;
 
@@ -371,8 +370,6 @@ void SetProcessFields(Collector* c) {
   c->SetProcessField("host", host);
 }
 
-// Creates <role>-<pid>.dlprof in the run folder, never overwriting (an exec'd
-// image with the same pid gets a numbered name).
 // The run folder, opened for the moment it takes to create a file in it (no
 // descriptor of dlprof's stays in the program's table), and only if it is
 // still the folder made at start. -1 if not.
@@ -386,6 +383,8 @@ int OpenRunDir() {
   return fd;
 }
 
+// Creates <role>-<pid>.dlprof in the run folder, never overwriting (an exec'd
+// image with the same pid gets a numbered name).
 Collector* OpenCollector() {
   auto* c = new Collector();
   std::string error = "the run folder " + G->run_path + " is gone or was replaced";
@@ -511,16 +510,8 @@ bool NoProgramThreadLeft() {
   while (dirent* e = readdir(d)) {
     const pid_t tid = static_cast<pid_t>(atoi(e->d_name));
     if (tid <= 0 || tid == self) continue;
-    char path[64], buf[256];
-    snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
-    const int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;  // gone meanwhile
-    const ssize_t n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0) continue;
-    buf[n] = '\0';
-    const char* paren = strrchr(buf, ')');
-    if (paren == nullptr || paren[1] != ' ' || (paren[2] != 'Z' && paren[2] != 'X')) {
+    const char state = ThreadState(tid);
+    if (state != 0 && state != 'Z' && state != 'X') {  // 0: gone meanwhile
       none = false;
       break;
     }
@@ -1306,6 +1297,21 @@ void AfterFailedExec(bool prepared) {
   WakeCollector();
 }
 
+namespace {
+
+// Disarms the calling thread's timer (its slot `s`) for as long as the
+// reason for it lasts (a flag of the slot, which ArmSlot checks), and says
+// `line` once per process (*warned).
+void StopSamplingThread(ThreadSlot* s, std::atomic<bool>* warned, const char* line) {
+  {
+    TimerLock lock;
+    G->timer->DisarmThread(&s->timer);
+  }
+  if (!warned->exchange(true)) WarnLine(line);
+}
+
+}  // namespace
+
 void AfterProgramMask(bool sigprof_blocked) {
   // Cheap tests first: libraries mask signals often (libunwind around each
   // step of its slow path), and OwnSession() is a getpid() syscall.
@@ -1317,17 +1323,11 @@ void AfterProgramMask(bool sigprof_blocked) {
     ArmSlot(s);  // (not while the baseline runs, or once sampling is off)
     return;
   }
-  {
-    TimerLock lock;
-    G->timer->DisarmThread(&s->timer);
-  }
-  TakeOwnPendingSigprof();
   static std::atomic<bool> warned{false};
-  if (!warned.exchange(true)) {
-    WarnLine(
-        "dlprof: a thread of the program blocks SIGPROF; dlprof does not sample it while it does "
-        "(its wall time is still recorded)\n");
-  }
+  StopSamplingThread(s, &warned,
+                     "dlprof: a thread of the program blocks SIGPROF; dlprof does not sample it "
+                     "while it does (its wall time is still recorded)\n");
+  TakeOwnPendingSigprof();
 }
 
 void BeforeCredentialChange() {
@@ -1380,16 +1380,10 @@ void AfterTscDisabled() {
   if (!OwnSession()) return;
   ThreadSlot* s = t_slot;
   if (s == nullptr || s->tsc_off.exchange(true)) return;
-  {
-    TimerLock lock;
-    G->timer->DisarmThread(&s->timer);
-  }
   static std::atomic<bool> warned{false};
-  if (!warned.exchange(true)) {
-    WarnLine(
-        "dlprof: a thread of the program disables the time-stamp counter (PR_SET_TSC); dlprof "
-        "does not sample it (its wall time is still recorded)\n");
-  }
+  StopSamplingThread(s, &warned,
+                     "dlprof: a thread of the program disables the time-stamp counter "
+                     "(PR_SET_TSC); dlprof does not sample it (its wall time is still recorded)\n");
 }
 
 void StepAsideFromSigprof(bool behind_back) {

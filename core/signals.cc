@@ -163,21 +163,6 @@ bool StillOurs(int signo, Owned* o) {
 
 void Release(Owned* o) { o->owned.store(false, std::memory_order_release); }
 
-// With every signal blocked (ViewLock): a tick of ours raised just before the
-// timers were disarmed may be pending on this thread, and would reach the
-// program's handler the moment the mask is restored. Takes every pending
-// SIGPROF; true if one of them was the program's own (to be raised again).
-bool TakePendingSigprof() {
-  sigset_t prof;
-  sigemptyset(&prof);
-  sigaddset(&prof, SIGPROF);
-  siginfo_t info;
-  const timespec now{0, 0};
-  bool program_signal = false;
-  while (sigtimedwait(&prof, &info, &now) == SIGPROF) program_signal |= !IsOwnSignal(&info);
-  return program_signal;
-}
-
 // The program's sigaction() on a signal dlprof owns (see signals.h).
 int ProgramSigaction(int signo, Owned* o, const struct sigaction* act, struct sigaction* old) {
   bool behind_back = false;
@@ -208,21 +193,21 @@ int ProgramSigaction(int signo, Owned* o, const struct sigaction* act, struct si
         if (FirstSigaction() != NextSigaction()) RealSigaction(signo, &o->ours_action, nullptr);
         return 0;
       }
-      bool program_signal_pending = false;
       if (signo == SIGPROF) {
         // Sampling stops, every timer disarmed, before the program's handler
-        // goes in: no tick of ours can reach it.
+        // goes in: no tick of ours can reach it. A tick raised just before
+        // the disarm may be pending here; a SIGPROF of the program's own is
+        // raised again, and, every signal being blocked (ViewLock), is
+        // delivered when the mask comes back, to the handler installed now.
         Release(o);
         StepAsideFromSigprof(false);
-        program_signal_pending = TakePendingSigprof();
+        TakeOwnPendingSigprof();
       }
       rc = NextSigaction()(signo, &next, nullptr);
       if (rc == 0) {
         Release(o);
         if (old != nullptr) *old = prev;
       }
-      // Delivered when the mask comes back, to the handler just installed.
-      if (program_signal_pending) raise(SIGPROF);
     }
   }
   if (behind_back) StepAsideFromSigprof(true);
