@@ -14,8 +14,12 @@ packages=(
   # that its screenshots show text.
   chromium fonts-dejavu-core
   # The benchmarks: perf for the side-by-side columns, python3 for the table
-  # (scripts/bench.sh; tests use neither).
+  # (scripts/bench.sh).
   linux-perf python3
+  # The Python frames' end-to-end tests (tests/python_frames_test.cc) profile
+  # Debian's python3 running a torch DataLoader over PIL images; python3-dev's
+  # headers check the interpreter structure offsets.
+  python3-torch python3-pil python3-numpy python3-dev
 )
 missing=()
 for p in "${packages[@]}"; do
