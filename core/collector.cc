@@ -15,6 +15,7 @@
 
 #include "core/annotations.h"
 #include "core/proc_maps.h"
+#include "core/python_frames.h"
 #include "core/signal_handler.h"
 #include "core/varint.h"
 
@@ -248,15 +249,18 @@ void Collector::DrainSamples(ThreadSlot* s) {
   if (!ring.ready()) return;
   uint64_t pos = ring.ReadPos();
   const uint64_t end = ring.ReadableEnd();
-  uint64_t pcs[kMaxFrames];
+  uint64_t pcs[kMaxFrames + kMaxPythonFrames];
   uint32_t stages[kMaxStageDepth];
+  const PythonRuntime* py = ActivePython();
   while (pos + 2 <= end) {
     uint64_t head = ring.Get(pos);
     if (head >> 56 != kSampleTag) break;  // cannot happen with a correct producer
     uint32_t frames = head & 0xffff;
     uint32_t depth = (head >> 16) & 0xff;
     uint32_t extra = (head >> 32) & 0xffff;
+    uint32_t py_frames = (head >> 48) & 0xff;
     if (frames > kMaxFrames) frames = kMaxFrames;
+    if (py_frames > kMaxPythonFrames) py_frames = kMaxPythonFrames;
     if (depth > kMaxStageDepth) depth = kMaxStageDepth;
     int64_t time = static_cast<int64_t>(ring.Get(pos + 1));
     uint64_t w = pos + 2;
@@ -267,10 +271,22 @@ void Collector::DrainSamples(ThreadSlot* s) {
     w += (depth + 1) / 2;
     for (uint32_t i = 0; i < frames; ++i) pcs[i] = ring.Get(w + i);
     w += frames;
+    // Python frames follow the pcs in the stack (include/dlprof/format.h).
+    uint32_t n = frames;
+    for (uint32_t i = 0; i < py_frames && py != nullptr; ++i) {
+      const uint64_t code_word = ring.Get(w + 2 * i);
+      const uint64_t word = py_codes_.FrameWord(*py, code_word, ring.Get(w + 2 * i + 1));
+      if (word != 0) {
+        pcs[n++] = word;
+      } else if ((code_word & kPyEntryBit) != 0 && n > frames) {
+        pcs[n - 1] |= DLPROF_PY_ENTRY_BIT;  // its run of frames still ends here
+      }
+    }
+    w += 2 * py_frames;
 
     samples_.PutTime(time);
     PutVarint(&samples_.body, ThreadIndex(s));
-    PutVarint(&samples_.body, InternStack(pcs, frames));
+    PutVarint(&samples_.body, InternStack(pcs, n));
     PutVarint(&samples_.body, InternPath(stages, depth));
     PutVarint(&samples_.body, extra);
     ++samples_total_;
@@ -304,6 +320,7 @@ void Collector::AddRetiredCounters(ThreadSlot* s) {
 }
 
 void Collector::Drain() {
+  py_codes_.NewDrain();
   for (int i = 0, limit = SlotLimit(); i < limit; ++i) {
     ThreadSlot* s = SlotAt(i);
     int state = s->state.load(std::memory_order_acquire);
@@ -477,6 +494,8 @@ bool Collector::Flush() {
     paths_count_ = 0;
     paths_.clear();
   }
+  // Before the stacks that name them.
+  if (py_codes_.TakeChunk(&p)) AppendChunk(&out, DLPROF_CHUNK_PY_CODES, p);
   if (stacks_count_ > 0) {
     p.clear();
     PutVarint(&p, stacks_first_);
@@ -546,6 +565,7 @@ bool Collector::Flush() {
       {"events_dropped", events},
       {"handler_ns", handler},
       {"wall_ticks", wall_ticks_},
+      {"py_frames_unreadable", py_codes_.unreadable()},
       // What the bounded tables refused or cut: the report notes it.
       {"stage_names_refused", StageNamesRefused()},
       {"names_cut", NamesCut()},

@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include "backends/private_fd.h"
+#include "core/python_codes.h"
 #include "core/thread_registry.h"
 
 namespace dlprof {
@@ -120,6 +121,8 @@ class Collector {
   uint64_t retired_samples_ = 0, retired_dropped_ring_ = 0, retired_dropped_busy_ = 0,
            retired_handler_ns_ = 0, retired_events_dropped_ = 0;
   uint64_t wall_ticks_ = 0;
+
+  PythonCodeTable py_codes_;  // Python frames' code objects (core/python_codes.h)
 };
 
 }  // namespace dlprof

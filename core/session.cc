@@ -35,8 +35,10 @@
 #include "core/collector.h"
 #include "core/config.h"
 #include "core/exit_exec.h"
+#include "core/fault_handler.h"
 #include "core/hooks.h"
 #include "core/proc_maps.h"
+#include "core/python_frames.h"
 #include "core/raw_syscall.h"
 #include "core/signal_handler.h"
 #include "core/signals.h"
@@ -62,6 +64,9 @@ struct SessionGlobals {
   std::string run_id;
   std::string run_path;  // absolute: DLPROF_OUT/<run-id>
   std::string role = "main";
+  // CPython in this process (core/python_frames.h): its version and whether
+  // its frames are in samples. Empty when the process is not Python.
+  std::string python_version, python_state;
 };
 SessionGlobals* G = nullptr;
 Collector* g_collector = nullptr;  // replaced (the old one leaked) in a fork child
@@ -368,6 +373,10 @@ void SetProcessFields(Collector* c) {
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
   c->SetProcessField("host", host);
+  if (!G->python_version.empty()) {
+    c->SetProcessField("python", G->python_version);
+    c->SetProcessField("python_frames", G->python_state);
+  }
 }
 
 // The run folder, opened for the moment it takes to create a file in it (no
@@ -578,6 +587,15 @@ void* CollectorMain(void*) {
     // syscall): step aside within a tick. Not under the collector lock (the
     // check takes the signal views' lock, which fork takes first).
     SigprofTakenBehindOurBack();
+    if (FaultHandlerLost()) {
+      // Python frames need dlprof's fault handler; CPU samples go on without them.
+      StopPythonFrames();
+      G->python_state = "off: the program replaced dlprof's SIGSEGV/SIGBUS handler";
+      WarnLine("dlprof: SIGSEGV/SIGBUS handler replaced by the program; Python frames off\n");
+      pthread_mutex_lock(&g_collector_mu);
+      if (g_collector != nullptr) g_collector->SetProcessField("python_frames", G->python_state);
+      pthread_mutex_unlock(&g_collector_mu);
+    }
     pthread_mutex_lock(&g_collector_mu);
     if (g_stop.load(std::memory_order_acquire) || g_collector == nullptr) {
       pthread_mutex_unlock(&g_collector_mu);
@@ -1097,6 +1115,15 @@ void StartSession() {
     return;
   } else {
     OwnSignal(kProfilingSignal, prof_before, reinterpret_cast<void*>(HandleProfilingSignal));
+  }
+  if (g_sampling_off.load() == kSamplingOn &&
+      StartPythonFrames(&G->python_version, &G->python_state)) {
+    g_collector->SetProcessField("python", G->python_version);
+    g_collector->SetProcessField("python_frames", G->python_state);
+    if (G->python_state != "on") {
+      WarnLine(("dlprof: Python " + G->python_version + " frames " + G->python_state +
+                "; native frames only\n").c_str());
+    }
   }
   pthread_key_create(&g_thread_key, UnregisterThread);
   pthread_atfork(LockForFork, UnlockAfterFork, ResetInForkChild);

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "core/proc_maps.h"
+#include "core/python_frames.h"
 #include "core/raw_syscall.h"
 #include "core/signals.h"
 #include "core/stack_switch.h"
@@ -75,6 +76,8 @@ __attribute__((noinline)) void TakeSample(void* arg) {
   int frames = unwinder->Unwind(call->uc, s->bounds, pcs, g_sampler.max_frames);
   t_in_unwind = false;
   if (frames < 0) frames = 0;
+  uint64_t py[2 * kMaxPythonFrames];
+  const int py_frames = WalkPythonFrames(s, py, kMaxPythonFrames);
   uint32_t depth = s->depth.load(std::memory_order_relaxed);
   if (depth > static_cast<uint32_t>(kMaxStageDepth)) depth = kMaxStageDepth;
   int extra = g_sampler.timer->Overrun(call->info);
@@ -100,13 +103,14 @@ __attribute__((noinline)) void TakeSample(void* arg) {
   if (extra > 0xfffe) extra = 0xfffe;
 
   const size_t stage_words = (depth + 1) / 2;
-  const size_t n = 2 + stage_words + static_cast<size_t>(frames);
+  const size_t n = 2 + stage_words + static_cast<size_t>(frames) + 2 * static_cast<size_t>(py_frames);
   uint64_t pos = s->samples.Reserve(n);
   if (pos == UINT64_MAX) {
     s->dropped_ring.fetch_add(1, std::memory_order_relaxed);
   } else {
     // Word by word: no memcpy inside the signal handler.
-    s->samples.Put(pos, kSampleTag << 56 | static_cast<uint64_t>(extra) << 32 |
+    s->samples.Put(pos, kSampleTag << 56 | static_cast<uint64_t>(py_frames) << 48 |
+                            static_cast<uint64_t>(extra) << 32 |
                             static_cast<uint64_t>(depth) << 16 | static_cast<uint64_t>(frames));
     s->samples.Put(pos + 1, static_cast<uint64_t>(start));
     for (size_t w = 0; w < stage_words; ++w) {
@@ -115,6 +119,8 @@ __attribute__((noinline)) void TakeSample(void* arg) {
       s->samples.Put(pos + 2 + w, lo | hi << 32);
     }
     for (int f = 0; f < frames; ++f) s->samples.Put(pos + 2 + stage_words + f, pcs[f]);
+    const uint64_t py_pos = pos + 2 + stage_words + static_cast<uint64_t>(frames);
+    for (int w = 0; w < 2 * py_frames; ++w) s->samples.Put(py_pos + w, py[w]);
     s->samples.Commit(pos, n);
     s->samples_taken.fetch_add(1, std::memory_order_relaxed);
   }

@@ -16,10 +16,12 @@ namespace dlprof {
 constexpr int kMaxFrames = 512;
 
 // Sample record in a thread's sample ring:
-//   word 0: kSampleTag << 56 | weight-1 (16 bits) << 32 | stage depth << 16 | frame count
+//   word 0: kSampleTag << 56 | Python frame count (8 bits) << 48 |
+//           weight-1 (16 bits) << 32 | stage depth << 16 | frame count
 //   word 1: CLOCK_MONOTONIC ns
 //   ceil(depth / 2) words: stage ids, two per word, outermost first
 //   frame count words: pcs, leaf first
+//   2 words per Python frame, innermost first (core/python_frames.h)
 constexpr uint64_t kSampleTag = 0xD1;
 
 struct SamplerState {

@@ -104,8 +104,13 @@ struct Owned {
   struct sigaction ours_action;  // dlprof's, as installed (under g_lock)
   std::atomic<void (*)(int)> disposition;  // the view's handler, readable from a signal handler
   struct sigaction view;                   // under g_lock
+  // Chained signals (SIGSEGV, SIGBUS): copies of the view for the fault
+  // handler, which cannot take g_lock (the fault may be on a thread that
+  // holds it). Written under g_lock into the next copy, then published.
+  struct sigaction copies[4];
+  std::atomic<int> current_copy;
 };
-Owned g_owned[3];
+Owned g_owned[5];
 
 // Guards the views. Held with every signal blocked, so a handler on the same
 // thread can never spin on it.
@@ -116,6 +121,8 @@ Owned* Slot(int signo) {
     case SIGPROF: return &g_owned[0];
     case SIGTERM: return &g_owned[1];
     case SIGINT: return &g_owned[2];
+    case SIGSEGV: return &g_owned[3];
+    case SIGBUS: return &g_owned[4];
     default: return nullptr;
   }
 }
@@ -163,6 +170,17 @@ bool StillOurs(int signo, Owned* o) {
 
 void Release(Owned* o) { o->owned.store(false, std::memory_order_release); }
 
+// SIGSEGV and SIGBUS stay dlprof's whatever the program sets: its action
+// is kept as the view and the fault handler forwards to it.
+bool IsChained(int signo) { return signo == SIGSEGV || signo == SIGBUS; }
+
+// Under g_lock.
+void PublishView(Owned* o) {
+  const int next = (o->current_copy.load(std::memory_order_relaxed) + 1) & 3;
+  o->copies[next] = o->view;
+  o->current_copy.store(next, std::memory_order_release);
+}
+
 // The program's sigaction() on a signal dlprof owns (see signals.h).
 int ProgramSigaction(int signo, Owned* o, const struct sigaction* act, struct sigaction* old) {
   bool behind_back = false;
@@ -182,6 +200,14 @@ int ProgramSigaction(int signo, Owned* o, const struct sigaction* act, struct si
         return 0;
       }
       const struct sigaction next = *act;
+      if (IsChained(signo)) {
+        o->view = next;
+        PublishView(o);
+        if (old != nullptr) *old = prev;
+        // As for SIGPROF below: a sanitizer in front keeps its own table.
+        if (FirstSigaction() != NextSigaction()) RealSigaction(signo, &o->ours_action, nullptr);
+        return 0;
+      }
       if (signo == SIGPROF && !IsHandler(next)) {
         o->view = next;
         o->disposition.store(next.sa_handler, std::memory_order_release);
@@ -313,7 +339,23 @@ void OwnSignal(int signo, const struct sigaction& program_view, void* ours) {
   struct sigaction below {};
   o->ours_below.store(NextSigaction()(signo, nullptr, &below) == 0 ? HandlerOf(below) : ours,
                       std::memory_order_relaxed);
+  PublishView(o);
   o->owned.store(true, std::memory_order_release);
+}
+
+const struct sigaction* ChainedProgramAction(int signo) {
+  Owned* o = Slot(signo);
+  if (o == nullptr || !IsChained(signo)) return nullptr;
+  return &o->copies[o->current_copy.load(std::memory_order_acquire)];
+}
+
+bool ChainedSignalTakenBehindOurBack(int signo) {
+  Owned* o = Slot(signo);
+  if (o == nullptr || !o->owned.load(std::memory_order_acquire)) return false;
+  ViewLock lock;
+  if (!o->owned.load(std::memory_order_acquire) || StillOurs(signo, o)) return false;
+  Release(o);
+  return true;
 }
 
 void ReleaseSignal(int signo) {

@@ -13,7 +13,10 @@
 //   - SIGPROF set to a handler makes dlprof step aside: sampling stops (every
 //     timer disarmed) BEFORE the program's handler is installed for real, so
 //     none of dlprof's ticks reaches it;
-//   - SIGTERM/SIGINT set to anything are installed for real (dlprof lets go).
+//   - SIGTERM/SIGINT set to anything are installed for real (dlprof lets go);
+//   - SIGSEGV/SIGBUS (owned only in a Python process, for its fault-safe
+//     reads) set to anything only change the view: dlprof's fault handler
+//     stays in and hands every fault that is not its own to that action.
 // Not owned: calls go straight to glibc.
 #ifndef DLPROF_CORE_SIGNALS_H_
 #define DLPROF_CORE_SIGNALS_H_
@@ -84,6 +87,17 @@ bool TakeOwnPendingSigprof();
 // Async-signal-safe.
 bool PrepareSigprofForExec();
 void AfterFailedExecSigprof(bool ignored_for_exec);
+
+// SIGSEGV and SIGBUS, once dlprof's fault handler is in (core/fault_handler.h),
+// are chained rather than owned: the program's sigaction() only changes the
+// view, which the fault handler calls for every fault that is not a SafeLoad
+// (core/safe_load.h). This is the view, as last set. Async-signal-safe (no
+// lock: a copy published atomically). nullptr for other signals.
+const struct sigaction* ChainedProgramAction(int signo);
+// Checks that SIGSEGV's or SIGBUS's real handler is still dlprof's; when a
+// path the interposer does not see replaced it, lets the signal go and
+// returns true. Not signal-safe.
+bool ChainedSignalTakenBehindOurBack(int signo);
 
 // In a fork child: the lock guarding the views may have been held by a thread
 // that does not exist here.

@@ -46,6 +46,7 @@ void ResetSlot(ThreadSlot* s) {
   s->sigprof_blocked.store(false, std::memory_order_relaxed);
   s->tsc_off.store(false, std::memory_order_relaxed);
   s->last_sample_cpu_ns.store(0, std::memory_order_relaxed);
+  s->py_tstate = 0;
   s->samples_taken.store(0, std::memory_order_relaxed);
   s->dropped_ring.store(0, std::memory_order_relaxed);
   s->dropped_busy.store(0, std::memory_order_relaxed);

@@ -63,6 +63,10 @@ struct ThreadSlot {
   // before. A signal from an earlier arming may still be on its way then, so
   // this is atomic (relaxed: the value only weighs the next sample).
   std::atomic<int64_t> last_sample_cpu_ns{0};
+  // The thread's CPython thread state, as the handler last found it
+  // (core/python_frames.cc), 0 if none. Only the slot's thread touches it,
+  // inside its handler.
+  uintptr_t py_tstate = 0;
   // Counters the handler and the thread bump; the collector reports them.
   std::atomic<uint64_t> samples_taken{0};
   std::atomic<uint64_t> dropped_ring{0};

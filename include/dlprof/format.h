@@ -33,7 +33,9 @@ enum dlprof_chunk_type {
    * outermost stage first. Path ids are consecutive from first_id. */
   DLPROF_CHUNK_STAGE_PATHS = 4,
   /* v first_id, v count, then count x (v depth, depth x zigzag delta of pc
-   * against the previous pc of the same stack, leaf first). */
+   * against the previous pc of the same stack, leaf first). A value with
+   * DLPROF_PY_FRAME_BIT set is not a pc but a Python frame (see below);
+   * Python frames come after the native pcs, innermost first. */
   DLPROF_CHUNK_STACKS = 5,
   /* v count, then count x (v start, v end, v file_offset, s path, s build_id
    * raw bytes). Mappings accumulate; a later one wins where they overlap. */
@@ -67,8 +69,24 @@ enum dlprof_chunk_type {
    * then count x (v delta of the run's end time (its last tick), v thread
    * index, v stage path id, v ticks, v wall_ns, v cpu_ns, v state), wall_ns
    * and cpu_ns summed over the run's ticks, state as in DLPROF_CHUNK_WALL. */
-  DLPROF_CHUNK_WALL_RUNS = 14
+  DLPROF_CHUNK_WALL_RUNS = 14,
+  /* The Python code objects that stacks name. v count, then count x (v id,
+   * s qualname, s filename, v first_line). Ids are this process's, from 1,
+   * each defined before the first stack that uses it. */
+  DLPROF_CHUNK_PY_CODES = 15
 };
+
+/* A Python frame in a DLPROF_CHUNK_STACKS stack: bit 63 set (no user-space
+ * pc has it), bit 62 set on the outermost Python frame of one C call of the
+ * interpreter's eval loop (so a reader can put each run of Python frames
+ * where that C frame, _PyEval_EvalFrameDefault, is in the native stack),
+ * bits 32-55 the line being run (0: unknown), bits 0-31 the code id
+ * (DLPROF_CHUNK_PY_CODES). */
+#define DLPROF_PY_FRAME_BIT (1ull << 63)
+#define DLPROF_PY_ENTRY_BIT (1ull << 62)
+#define DLPROF_PY_LINE_SHIFT 32
+#define DLPROF_PY_LINE_MASK 0xffffffull
+#define DLPROF_PY_CODE_MASK 0xffffffffull
 
 enum dlprof_event_kind {
   DLPROF_EVENT_STEP_BEGIN = 1,

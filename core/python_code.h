@@ -1,0 +1,57 @@
+// What a CPython code object says about itself, read off the signal path (by
+// the collector, in the profiled process) with fault-safe loads
+// (core/safe_load.h): a code object freed since the sample, or a pointer that
+// is not a code object, gives false, never a fault or garbage text.
+#ifndef DLPROF_CORE_PYTHON_CODE_H_
+#define DLPROF_CORE_PYTHON_CODE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/python_layout.h"
+
+namespace dlprof {
+
+struct PyCodeInfo {
+  std::string qualname;  // co_qualname (3.11+), co_name before
+  std::string filename;  // co_filename
+  int first_line = 0;    // co_firstlineno
+  // Instruction ranges and their lines, in code units (2 bytes each),
+  // sorted by start: [start, end) runs `line` (-1: no line, e.g. a cache).
+  struct Range {
+    int32_t start, end, line;
+  };
+  std::vector<Range> lines;
+  // What StillSame() compares: the name objects and the first line.
+  uintptr_t qualname_object = 0, filename_object = 0;
+};
+
+class PythonCodeReader {
+ public:
+  // `code_type` is the address of PyCode_Type in the process (0: not checked).
+  PythonCodeReader(const PythonLayout& layout, uintptr_t code_type)
+      : layout_(layout), code_type_(code_type) {}
+
+  // Reads the code object at `code`: names (UTF-8, at most 1 KiB each),
+  // first line and line table (at most 64 KiB). False when `code` is not a
+  // readable code object. Not signal-safe (allocates).
+  bool Read(uintptr_t code, PyCodeInfo* out) const;
+
+  // Whether `code` is still the object `info` was read from (its type, name
+  // objects and first line): a freed code object's address may hold another.
+  bool StillSame(uintptr_t code, const PyCodeInfo& info) const;
+
+  // The line of the instruction at code unit `index` (-1: the frame has not
+  // started its first instruction); first_line when the table has no line.
+  static int LineAt(const PyCodeInfo& info, int64_t index);
+
+ private:
+  bool ReadString(uintptr_t unicode, std::string* out) const;
+  const PythonLayout& layout_;
+  uintptr_t code_type_;
+};
+
+}  // namespace dlprof
+
+#endif  // DLPROF_CORE_PYTHON_CODE_H_

@@ -1,0 +1,55 @@
+// The collector's table of the Python code objects that samples name: each
+// code address the signal handler recorded becomes an id, written once in a
+// DLPROF_CHUNK_PY_CODES chunk (qualname, file, first line), and each frame a
+// stack word with its line (include/dlprof/format.h). Read while the code
+// object still exists: the collector drains rings every few tens of ms.
+// Not signal-safe; the collector thread only.
+#ifndef DLPROF_CORE_PYTHON_CODES_H_
+#define DLPROF_CORE_PYTHON_CODES_H_
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+
+#include "core/python_code.h"
+#include "core/python_frames.h"
+
+namespace dlprof {
+
+class PythonCodeTable {
+ public:
+  // Starts a drain: a cached code object is checked again (StillSame) at its
+  // first use in each drain, since its address may hold another one by now.
+  void NewDrain() { ++drain_; }
+
+  // The stack word (DLPROF_PY_FRAME_BIT | entry | line | id) of one frame as
+  // the handler wrote it (code word, index word: core/python_frames.h), or 0
+  // when its code object cannot be read (freed, or not a code object): the
+  // frame is left out and counted.
+  uint64_t FrameWord(const PythonRuntime& py, uint64_t code_word, uint64_t index_word);
+
+  // The PY_CODES payload of ids not written yet; false when there are none.
+  bool TakeChunk(std::string* payload);
+
+  uint64_t unreadable() const { return unreadable_; }
+
+ private:
+  struct Entry {
+    uint32_t id = 0;
+    uint64_t drain = 0;
+    PyCodeInfo info;
+  };
+  // Bounded: a program that compiles code without end (exec, lambdas in a
+  // loop) makes new entries; past the bound the cache starts again (ids go on).
+  static constexpr size_t kMaxEntries = 1 << 16;
+  std::unordered_map<uintptr_t, Entry> by_address_;
+  uint64_t drain_ = 0;
+  uint32_t next_id_ = 1;
+  std::string pending_;
+  uint32_t pending_count_ = 0;
+  uint64_t unreadable_ = 0;
+};
+
+}  // namespace dlprof
+
+#endif  // DLPROF_CORE_PYTHON_CODES_H_

@@ -1,0 +1,167 @@
+#include "core/python_frames.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+
+#include <atomic>
+#include <cstdio>
+
+#include "core/fault_handler.h"
+#include "core/safe_load.h"
+#include "core/thread_registry.h"
+
+namespace dlprof {
+namespace {
+
+PythonRuntime g_python;  // written once, before g_active is set
+std::atomic<bool> g_active{false};
+
+// Py_Version (3.11+) is PY_VERSION_HEX; older interpreters only have
+// Py_GetVersion(), "3.10.12 (main, ...)". Either is readable before
+// Py_Initialize (the constructor of a preloaded library runs before main).
+bool FindVersion(int* major, int* minor, int* micro) {
+  if (const auto* hex = static_cast<const unsigned long*>(dlsym(RTLD_DEFAULT, "Py_Version"))) {
+    *major = static_cast<int>((*hex >> 24) & 0xff);
+    *minor = static_cast<int>((*hex >> 16) & 0xff);
+    *micro = static_cast<int>((*hex >> 8) & 0xff);
+    return true;
+  }
+  using GetVersionFn = const char* (*)();
+  auto get = reinterpret_cast<GetVersionFn>(dlsym(RTLD_DEFAULT, "Py_GetVersion"));
+  if (get == nullptr) return false;
+  const char* text = get();
+  return text != nullptr && std::sscanf(text, "%d.%d.%d", major, minor, micro) >= 2;
+}
+
+// The interrupted thread's PyThreadState: cached in its slot, else the one
+// CPython keeps for it in its thread-specific key (autoTSSkey, set for every
+// thread that runs Python). pthread_getspecific reads the calling thread's
+// key array: no lock, no allocation, in glibc and musl. Checked by its
+// thread id, so a slot's stale cache or a recycled state is never used.
+uintptr_t CurrentThreadState(ThreadSlot* s, const PythonLayout& L) {
+  const uint64_t self = static_cast<uint64_t>(pthread_self());
+  uint64_t id;
+  const uintptr_t cached = s->py_tstate;
+  if (cached != 0 && SafeLoadU64(cached + L.tstate_thread_id, &id) && id == self) return cached;
+  s->py_tstate = 0;
+  uint32_t initialized, key;
+  const uintptr_t tss = g_python.runtime + L.runtime_tss_key;
+  if (!SafeLoadU32(tss, &initialized) || initialized == 0 || !SafeLoadU32(tss + 4, &key)) return 0;
+  const uintptr_t tstate =
+      reinterpret_cast<uintptr_t>(pthread_getspecific(static_cast<pthread_key_t>(key)));
+  if (tstate == 0 || !SafeLoadU64(tstate + L.tstate_thread_id, &id) || id != self) return 0;
+  s->py_tstate = tstate;
+  return tstate;
+}
+
+// The instruction a frame is at, in code units from the start of its code.
+int64_t InstructionIndex(uintptr_t frame, uintptr_t code, const PythonLayout& L) {
+  constexpr int64_t kMaxIndex = 1 << 24;
+  int64_t index = -1;
+  if (L.frame_model == PyFrameModel::kFrameObjects) {
+    uint32_t lasti;
+    if (SafeLoadU32(frame + L.frame_instr, &lasti)) index = static_cast<int32_t>(lasti);
+  } else {
+    uintptr_t instr;
+    if (SafeLoadPtr(frame + L.frame_instr, &instr)) {
+      index = (static_cast<int64_t>(instr) - static_cast<int64_t>(code + L.code_code)) / 2;
+      if (L.instr_is_next) index -= 1;
+    }
+  }
+  return index < -1 || index > kMaxIndex ? -1 : index;
+}
+
+}  // namespace
+
+bool StartPythonFrames(std::string* version, std::string* state) {
+  void* runtime = dlsym(RTLD_DEFAULT, "_PyRuntime");
+  if (runtime == nullptr) return false;
+  int major = 0, minor = 0, micro = 0;
+  if (!FindVersion(&major, &minor, &micro)) {
+    *version = "unknown";
+    *state = "off: the interpreter's version could not be read";
+    return true;
+  }
+  *version = std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(micro);
+  if (g_active.load(std::memory_order_acquire)) {  // a fork child: already on
+    *state = "on";
+    return true;
+  }
+  const PythonLayout* layout = FindPythonLayout(major, minor);
+  if (layout == nullptr) {
+    *state = "off: dlprof has no structure table for CPython " + std::to_string(major) + "." +
+             std::to_string(minor);
+    return true;
+  }
+  if (!InstallFaultHandler()) {
+    *state = "off: dlprof's SIGSEGV/SIGBUS handler could not be installed";
+    return true;
+  }
+  g_python.layout = layout;
+  g_python.runtime = reinterpret_cast<uintptr_t>(runtime);
+  g_python.code_type = reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, "PyCode_Type"));
+  g_python.major = major;
+  g_python.minor = minor;
+  g_python.micro = micro;
+  g_active.store(true, std::memory_order_release);
+  *state = "on";
+  return true;
+}
+
+const PythonRuntime* ActivePython() {
+  return g_active.load(std::memory_order_acquire) ? &g_python : nullptr;
+}
+
+void StopPythonFrames() { g_active.store(false, std::memory_order_release); }
+
+int WalkPythonFrames(ThreadSlot* s, uint64_t* out, int max_frames) {
+  if (!g_active.load(std::memory_order_acquire) || !SafeLoadsAllowed()) return 0;
+  const PythonLayout& L = *g_python.layout;
+  const uintptr_t tstate = CurrentThreadState(s, L);
+  if (tstate == 0) return 0;
+  uintptr_t frame = 0;
+  if (!SafeLoadPtr(tstate + L.tstate_frame, &frame)) return 0;
+  if (L.frame_model == PyFrameModel::kCFrameInterpreter &&
+      (frame == 0 || !SafeLoadPtr(frame + L.cframe_current_frame, &frame))) {
+    return 0;
+  }
+  int n = 0;
+  // Shim frames are skipped, not counted: the guard bounds the walk anyway
+  // (a cycle in a half-written chain).
+  for (int steps = 0; frame != 0 && n < max_frames && steps < 2 * max_frames; ++steps) {
+    if ((frame & 7) != 0) break;  // frames are pointer-aligned
+    uintptr_t code, previous;
+    if (!SafeLoadPtr(frame + L.frame_code, &code) ||
+        !SafeLoadPtr(frame + L.frame_previous, &previous)) {
+      break;
+    }
+    if (L.entry_model == PyEntryModel::kShimFrame) {
+      uint8_t owner;
+      if (!SafeLoadU8(frame + L.frame_owner, &owner)) break;
+      if (owner == L.shim_owner) {
+        // The C stack's entry frame: the frame above it was the first of
+        // its eval loop call.
+        if (n > 0) out[2 * (n - 1)] |= kPyEntryBit;
+        frame = previous;
+        continue;
+      }
+    }
+    bool entry = L.entry_model == PyEntryModel::kEveryFrame;
+    if (L.entry_model == PyEntryModel::kIsEntryFlag) {
+      uint8_t flag;
+      if (!SafeLoadU8(frame + L.frame_is_entry, &flag)) break;
+      entry = flag != 0;
+    }
+    // A code object is pointer-aligned and in user space; the collector
+    // checks its type before it reads a name.
+    if (code != 0 && (code & 7) == 0 && (code >> 47) == 0) {
+      out[2 * n] = static_cast<uint64_t>(code) | (entry ? kPyEntryBit : 0);
+      out[2 * n + 1] = static_cast<uint64_t>(InstructionIndex(frame, code, L));
+      ++n;
+    }
+    frame = previous;
+  }
+  return n;
+}
+
+}  // namespace dlprof

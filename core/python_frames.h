@@ -1,0 +1,55 @@
+// Python frames in samples: finds CPython in this process (no libpython link:
+// `_PyRuntime`, `Py_Version` and `PyCode_Type` by dlsym) and, from the signal
+// handler, walks the interrupted thread's own interpreter frames. Names are
+// not read here: a frame is its code object's address and the instruction
+// it is at, which the collector turns into names and lines
+// (core/python_codes.h) while the code object still exists.
+#ifndef DLPROF_CORE_PYTHON_FRAMES_H_
+#define DLPROF_CORE_PYTHON_FRAMES_H_
+
+#include <cstdint>
+#include <string>
+
+#include "core/python_layout.h"
+
+namespace dlprof {
+
+struct ThreadSlot;
+
+struct PythonRuntime {
+  const PythonLayout* layout = nullptr;
+  uintptr_t runtime = 0;    // &_PyRuntime
+  uintptr_t code_type = 0;  // &PyCode_Type
+  int major = 0, minor = 0, micro = 0;
+};
+
+// Off the signal path, at session start (and in a fork child, which inherits
+// it): looks for CPython. Not Python: returns false and changes nothing.
+// Python: fills *version ("3.11.2") and *state ("on", or "off: <why>"), and,
+// when on, installs the fault handler (core/fault_handler.h) that makes the
+// walk's reads safe. Not signal-safe.
+bool StartPythonFrames(std::string* version, std::string* state);
+
+// The CPython found by StartPythonFrames while walks are on, else nullptr.
+// This function is safe to call from asynchronous signals.
+const PythonRuntime* ActivePython();
+
+// Stops the walks for good (the fault handler was lost). Async-signal-safe.
+void StopPythonFrames();
+
+// Each Python frame as two words (innermost first): the code object's address,
+// with bit 63 set on the outermost frame of one C call of the eval loop
+// (kPyEntryBit), then the instruction index in code units (-1: not started;
+// as a two's complement uint64). At most `max_frames` frames; returns how
+// many. 0 when the thread runs no Python (or walks are off). Every read of
+// interpreter memory is a SafeLoad, and the walk stops at the first one that
+// faults or looks wrong, keeping what it has: a bad pointer costs frames,
+// never the process. This function is safe to call from asynchronous signals,
+// on the thread the signal interrupted (it reads that thread's state).
+int WalkPythonFrames(ThreadSlot* slot, uint64_t* out, int max_frames);
+constexpr uint64_t kPyEntryBit = 1ull << 63;
+constexpr int kMaxPythonFrames = 128;
+
+}  // namespace dlprof
+
+#endif  // DLPROF_CORE_PYTHON_FRAMES_H_
