@@ -43,14 +43,17 @@ void HandleFault(int signo, siginfo_t* info, void* ucontext) {
   }
   if (view->sa_handler == SIG_IGN) return;
   // The program's handler, as the kernel would call it: its mask on top of
-  // the current one (plus the signal itself unless SA_NODEFER).
-  sigset_t mask = view->sa_mask, saved;
-  if ((view->sa_flags & SA_NODEFER) == 0) sigaddset(&mask, signo);
+  // the current one (plus the signal itself unless SA_NODEFER), the action
+  // reset first for SA_RESETHAND. A copy: the view may change meanwhile.
+  const struct sigaction action = *view;
+  if (action.sa_flags & SA_RESETHAND) ResetChainedActionOnDelivery(signo);
+  sigset_t mask = action.sa_mask, saved;
+  if ((action.sa_flags & SA_NODEFER) == 0) sigaddset(&mask, signo);
   RealPthreadSigmask(SIG_BLOCK, &mask, &saved);
-  if (view->sa_flags & SA_SIGINFO) {
-    view->sa_sigaction(signo, info, ucontext);
+  if (action.sa_flags & SA_SIGINFO) {
+    action.sa_sigaction(signo, info, ucontext);
   } else {
-    view->sa_handler(signo);
+    action.sa_handler(signo);
   }
   RealPthreadSigmask(SIG_SETMASK, &saved, nullptr);
 }

@@ -349,6 +349,18 @@ const struct sigaction* ChainedProgramAction(int signo) {
   return &o->copies[o->current_copy.load(std::memory_order_acquire)];
 }
 
+void ResetChainedActionOnDelivery(int signo) {
+  Owned* o = Slot(signo);
+  if (o == nullptr || !IsChained(signo)) return;
+  // No g_lock here (a handler); a program's sigaction() racing with its
+  // own SA_RESETHAND handler is the program's race.
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  o->view = dfl;
+  PublishView(o);
+}
+
 bool ChainedSignalTakenBehindOurBack(int signo) {
   Owned* o = Slot(signo);
   if (o == nullptr || !o->owned.load(std::memory_order_acquire)) return false;

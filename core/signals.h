@@ -94,6 +94,9 @@ void AfterFailedExecSigprof(bool ignored_for_exec);
 // (core/safe_load.h). This is the view, as last set. Async-signal-safe (no
 // lock: a copy published atomically). nullptr for other signals.
 const struct sigaction* ChainedProgramAction(int signo);
+// The program's action had SA_RESETHAND and is being delivered: the view
+// becomes SIG_DFL, as the kernel would do. Async-signal-safe.
+void ResetChainedActionOnDelivery(int signo);
 // Checks that SIGSEGV's or SIGBUS's real handler is still dlprof's; when a
 // path the interposer does not see replaced it, lets the signal go and
 // returns true. Not signal-safe.
