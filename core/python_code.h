@@ -48,6 +48,7 @@ class PythonCodeReader {
 
  private:
   bool ReadString(uintptr_t unicode, std::string* out) const;
+  bool ReadInto(uintptr_t code, PyCodeInfo* out) const;  // Read() without the reset
   const PythonLayout& layout_;
   uintptr_t code_type_;
 };
