@@ -311,6 +311,21 @@ def micro(out, lines):
             lines.append(f"| {u} | " + " | ".join(cells) + " |")
         lines.append("")
 
+    pyw = load_bench_json(os.path.join(mdir, "python_walk_*.json"))
+    if pyw:
+        lines.append("Python frames (bench/python_walk_bench.cc, CPython 3.11, ns of CPU time; "
+                     "per frame in parentheses):\n")
+        lines.append("| operation | ns | frames |")
+        lines.append("|---|---|---|")
+        for name in sorted(pyw, key=lambda n: (n.split("/")[0], int(n.split("/")[1]) if
+                                                n.split("/")[1].isdigit() else 0, n)):
+            runs = pyw[name]
+            t = median([b.get("cpu_time") for b in runs])
+            pf = median([b.get("per_frame") for b in runs])
+            fr = median([b.get("frames") for b in runs])
+            lines.append(f"| {name} | {fmt(t, '{:.0f}')} ({fmt(pf and pf * 1e9, '{:.1f}')}) | {fmt(fr, '{:.0f}')} |")
+        lines.append("")
+
     pipe = load_bench_json(os.path.join(mdir, "pipeline_*.json"))
     if pipe:
         lines.append("Offline and writer throughput (bench/pipeline_bench.cc, synthetic 32-frame samples, "
@@ -362,6 +377,12 @@ def main():
     pipeline(out, lines)
     lines.append("## Micro\n")
     micro(out, lines)
+    python_txt = os.path.join(out, "python.txt")
+    if os.path.exists(python_txt):
+        lines.append("## Python training run (bench/python_overhead.sh)\n")
+        lines.append("```")
+        lines.extend(l.rstrip("\n") for l in open(python_txt))
+        lines.append("```\n")
     text = "\n".join(lines) + "\n"
     with open(os.path.join(out, "table.md"), "w") as f:
         f.write(text)

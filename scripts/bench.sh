@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds what the benchmarks need and runs all of them: the micro benchmarks
-# (annotations, unwinders, writer and reporter throughput) and the
-# whole-process comparison with gperftools and perf (bench/whole_process.sh).
+# (annotations, unwinders, the Python frame walk, writer and reporter
+# throughput), the whole-process comparison with gperftools and perf
+# (bench/whole_process.sh) and the Python training run (bench/python_overhead.sh).
 # Writes the raw results and table.md to OUT_DIR and prints the table; that
 # table is what BENCHMARKS.md quotes.
 #
@@ -22,7 +23,7 @@ command -v python3 >/dev/null || { echo "bench: python3 is needed for the table"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 jobs=$(nproc)
 cmake --build "$build" -j "$jobs" --target dlprof dlprof_cmd bench_workload bench_count_samples \
-  annotation_bench annotation_bench_so pipeline_bench unwinder_bench bench_startup
+  annotation_bench annotation_bench_so pipeline_bench unwinder_bench bench_startup python_walk_bench
 # The example pipeline is the data-loading row; without it that row says TODO.
 cmake --build "$build" -j "$jobs" --target dlprof_example_pipeline ||
   echo "bench: the example pipeline does not build; its row will say TODO" >&2
@@ -59,6 +60,7 @@ for ((rep = 1; rep <= micro_reps; rep++)); do
   ((rep == 1)) || gbench_args+=(--benchmark_filter='BM_Unwind/(fp|libunwind)/')
   gbench "unwinder_$rep" unwinder_bench
   gbench_args=()
+  gbench "python_walk_$rep" python_walk_bench
   rm -rf "$scratch/dl"
   log "micro repetition $rep/$micro_reps done ($((SECONDS - start)) s)"
 done
@@ -68,6 +70,10 @@ log "pipeline_bench done ($((SECONDS - start)) s)"
 bench/whole_process.sh "$build" "$out"
 bench/startup.sh "$build" | tee "$out/startup.txt"
 log "start-up costs done ($((SECONDS - start)) s)"
+# The Python training run (needs Debian's python3 with torch, PIL, numpy).
+bench/python_overhead.sh "$build" "$out/python" | tee "$out/python.txt" ||
+  log "bench/python_overhead.sh failed"
+log "Python training runs done ($((SECONDS - start)) s)"
 {
   echo "commit: $(git -C "$root" rev-parse --short HEAD 2>/dev/null) ($(git -C "$root" status --porcelain 2>/dev/null | wc -l) paths uncommitted)"
   echo "duration_s: $((SECONDS - start))"
