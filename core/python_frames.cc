@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstring>
 
 #include "core/fault_handler.h"
 #include "core/safe_load.h"
@@ -85,6 +86,16 @@ bool StartPythonFrames(std::string* version, std::string* state) {
   *version = std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(micro);
   if (g_active.load(std::memory_order_acquire)) {  // a fork child: already on
     *state = "on";
+    return true;
+  }
+  // 3.13+ begins _PyRuntime with debug offsets ("xdebugpy", version,
+  // free_threaded): a free-threaded build lays its objects out otherwise.
+  uint64_t cookie = 0, free_threaded = 0;
+  if (major == 3 && minor >= 13 && InstallFaultHandler() &&
+      SafeLoadU64(reinterpret_cast<uintptr_t>(runtime), &cookie) &&
+      std::memcmp(&cookie, "xdebugpy", 8) == 0 &&
+      SafeLoadU64(reinterpret_cast<uintptr_t>(runtime) + 16, &free_threaded) && free_threaded != 0) {
+    *state = "off: free-threaded CPython builds are not supported";
     return true;
   }
   const PythonLayout* layout = FindPythonLayout(major, minor);
