@@ -55,6 +55,18 @@ struct OpenSpan {
   uint32_t stage;
 };
 
+// A Python code object (DLPROF_CHUNK_PY_CODES).
+struct PyCode {
+  std::string qualname, filename;
+  int first_line = 0;
+};
+
+// Longest qualname or file name a PY_CODES chunk may hold: the runtime
+// writes at most 1 KiB of each; a path may be 4 KiB (PATH_MAX). Longer is
+// damage, as is a first line past what an int holds.
+constexpr uint64_t kMaxPyName = 4096;
+constexpr uint64_t kMaxPyLine = 0x7fffffff;
+
 // Decodes one file's chunks; ids are the file's own until Finish() maps them.
 class FileDecoder {
  public:
@@ -95,6 +107,7 @@ class FileDecoder {
       case DLPROF_CHUNK_SNAPSHOTS: return Snapshots(b, e);
       case DLPROF_CHUNK_EVENTS: return Events(b, e);
       case DLPROF_CHUNK_STATS: return Stats(b, e);
+      case DLPROF_CHUNK_PY_CODES: return PyCodes(b, e);
       case DLPROF_CHUNK_END: {
         uint64_t t;
         if (!GetVarint(&b, e, &t)) return false;
@@ -169,6 +182,28 @@ class FileDecoder {
       stacks_.Set(static_cast<uint32_t>(first + i), std::move(pcs));
     }
     return true;
+  }
+  bool PyCodes(const uint8_t* b, const uint8_t* e) {
+    uint64_t n, id, first_line;
+    if (!GetVarint(&b, e, &n)) return false;
+    for (uint64_t i = 0; i < n; ++i) {
+      PyCode code;
+      if (!GetVarint(&b, e, &id) || id > DLPROF_PY_CODE_MASK || !GetName(&b, e, &code.qualname) ||
+          !GetName(&b, e, &code.filename) || !GetVarint(&b, e, &first_line) ||
+          first_line > kMaxPyLine) {
+        return false;
+      }
+      if (code.qualname.empty()) code.qualname = "?";
+      code.first_line = static_cast<int>(first_line);
+      py_codes_.Set(static_cast<uint32_t>(id), std::move(code));
+    }
+    return true;
+  }
+  static bool GetName(const uint8_t** b, const uint8_t* e, std::string* s) {
+    const uint8_t* at = *b;
+    uint64_t n;
+    if (!GetVarint(&at, e, &n) || n > kMaxPyName) return false;
+    return GetBytes(b, e, s);
   }
   bool Maps(const uint8_t* b, const uint8_t* e) {
     uint64_t n;
@@ -330,6 +365,7 @@ class FileDecoder {
     return 0;
   }
   uint32_t StackIndex(uint32_t stack);
+  Location PythonLocation(uint64_t value);
 
   const std::string path_;
   Profile* p_;
@@ -338,6 +374,7 @@ class FileDecoder {
   IdMap<std::vector<uint64_t>> stacks_;
   IdMap<uint32_t> stack_index_;  // file stack id -> profile stack
   IdMap<size_t> buffers_;
+  IdMap<PyCode> py_codes_;
   std::vector<RawSample>& raw_;
   struct OpenSpans {
     std::vector<OpenSpan> steps, waits, stages;
@@ -372,6 +409,10 @@ uint32_t FileDecoder::StackIndex(uint32_t stack) {
   std::vector<uint32_t> locs;
   locs.reserve(pcs->size());
   for (uint64_t pc : *pcs) {
+    if (pc & DLPROF_PY_FRAME_BIT) {
+      locs.push_back(p_->InternLocation(PythonLocation(pc)));
+      continue;
+    }
     Location loc;
     loc.address = pc;
     // The newest mapping that covers the address wins (a library reloaded).
@@ -388,6 +429,28 @@ uint32_t FileDecoder::StackIndex(uint32_t stack) {
   uint32_t index = p_->InternStack(locs);
   stack_index_.Set(stack, index);
   return index;
+}
+
+// A Python frame value of a stack: its code (an id this file's PY_CODES
+// define), the line being run, the entry flag. Bits 56-61 are not used yet.
+Location FileDecoder::PythonLocation(uint64_t value) {
+  const uint32_t id = static_cast<uint32_t>(value & DLPROF_PY_CODE_MASK);
+  Location loc;
+  loc.python = true;
+  loc.python_entry = (value & DLPROF_PY_ENTRY_BIT) != 0;
+  Frame f;
+  f.python = true;
+  f.line = static_cast<int>((value >> DLPROF_PY_LINE_SHIFT) & DLPROF_PY_LINE_MASK);
+  if (const PyCode* code = py_codes_.Find(id)) {
+    f.function = code->qualname;
+    f.file = code->filename;
+    f.start_line = code->first_line;
+  } else {
+    ++unknown_ids_;
+    f.function = "[python code " + std::to_string(id) + "]";
+  }
+  loc.frames.push_back(std::move(f));
+  return loc;
 }
 
 void FileDecoder::Finish() {

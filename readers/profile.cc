@@ -58,6 +58,12 @@ uint32_t Profile::InternLocation(const Location& loc) {
   std::string key;
   if (loc.pseudo) {
     key = "pseudo:" + (loc.frames.empty() ? std::string() : loc.frames[0].function);
+  } else if (loc.python) {
+    // Names may hold any byte: each part is length-prefixed.
+    const Frame f = loc.frames.empty() ? Frame{} : loc.frames[0];
+    key = "py:" + std::to_string(f.function.size()) + ":" + f.function +
+          std::to_string(f.file.size()) + ":" + f.file + std::to_string(f.start_line) + ":" +
+          std::to_string(f.line) + (loc.python_entry ? ":e" : ":-");
   } else if (loc.module.empty()) {
     key = "abs:" + std::to_string(loc.address);
   } else {
@@ -91,6 +97,16 @@ std::string UnsymbolizedName(const Location& loc) {
   char buf[40];
   snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(loc.address));
   return buf;
+}
+
+std::string FrameDisplayName(const Frame& f) {
+  if (!f.python) return f.function;
+  std::string out = f.function.empty() ? "?" : f.function;
+  if (f.file.empty()) return out;
+  const size_t slash = f.file.rfind('/');
+  out += " (" + (slash == std::string::npos ? f.file : f.file.substr(slash + 1));
+  if (f.start_line > 0) out += ":" + std::to_string(f.start_line);
+  return out + ")";
 }
 
 }  // namespace dlprof

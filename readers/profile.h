@@ -44,15 +44,22 @@ struct Process {
   std::string end_reason;         // "exit", "signal", or "" when the process vanished
 };
 
-// One source-level frame of a location (several when inlined).
+// One source-level frame of a location (several when inlined), or one
+// Python frame (python: function is the code's co_qualname, file its
+// co_filename, line the line being run, start_line its co_firstlineno).
 struct Frame {
   std::string function;  // demangled; "module+0xoffset" when unknown
   std::string file;
   int line = 0;
+  int start_line = 0;    // the function's first line (0: unknown)
+  bool python = false;
 };
 
 // A code address, identified by module and file offset so that the same code
-// in forked workers is one location.
+// in forked workers is one location. Or a Python frame (python): no module,
+// no address, one Frame, named when read (the symbolizer leaves it alone)
+// and identified by what that frame says, so that it too is one location in
+// every process.
 struct Location {
   std::string module;    // path of the mapped file, or "" if unmapped
   std::string build_id;
@@ -60,6 +67,9 @@ struct Location {
   uint64_t address = 0;        // one runtime address it was seen at
   std::vector<Frame> frames;   // innermost (inlined) first; empty until symbolized
   bool pseudo = false;         // a frame dlprof made up ("[off-cpu: read]")
+  bool python = false;         // a Python frame (DLPROF_PY_FRAME_BIT)
+  bool python_entry = false;   // the outermost Python frame of one C call of the eval
+                               // loop (DLPROF_PY_ENTRY_BIT); see readers/python_merge.h
 };
 
 enum class SampleKind : uint8_t {
@@ -126,7 +136,9 @@ struct Profile {
   uint32_t InternStage(const std::string& name);
   uint32_t InternStagePath(const std::vector<uint32_t>& path);
   uint32_t InternStack(const std::vector<uint32_t>& locations);
-  uint32_t InternLocation(const Location& loc);  // keyed by module/build-id/offset
+  // Keyed by module/build-id/offset; a Python location by qualname, file,
+  // first line, line and entry flag.
+  uint32_t InternLocation(const Location& loc);
 
  private:
   std::unordered_map<std::string, uint32_t> stage_index_;
@@ -167,6 +179,10 @@ std::string ModuleOffsetName(const std::string& module, uint64_t offset);
 // run, or failed): ModuleOffsetName, as the symbolizer names addresses it
 // cannot resolve, or "0x7f12..." outside any module.
 std::string UnsymbolizedName(const Location& loc);
+// What the reports call a frame: its function, or for a Python frame
+// "qualname (basename-of-file:first_line)" (as py-spy and austin show them:
+// one name per function, wherever in it the samples fell).
+std::string FrameDisplayName(const Frame& f);
 
 }  // namespace dlprof
 
