@@ -3,6 +3,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <stdexcept>
@@ -139,7 +140,7 @@ struct RawLocation {
   std::vector<RawLine> lines;
 };
 struct RawFunction {
-  int64_t name = 0, system_name = 0, filename = 0;
+  int64_t name = 0, system_name = 0, filename = 0, start_line = 0;
 };
 
 // Everything the protobuf holds, with string and id references unresolved
@@ -281,6 +282,9 @@ void DecodeFunction(WireReader r, RawProfile* raw) {
         break;
       case 4:
         fn.filename = static_cast<int64_t>(r.Scalar(w));
+        break;
+      case 5:
+        fn.start_line = static_cast<int64_t>(r.Scalar(w));
         break;
       default:
         r.Skip(w);
@@ -480,11 +484,23 @@ void ReadPprofBuffer(std::string bytes, const std::string& path, Profile* profil
           frame.function = system.empty() || mangled ? Str(raw, fn->second.name) : system;
           if (frame.function.empty()) frame.function = system;
           frame.file = Str(raw, fn->second.filename);
+          const int64_t start = fn->second.start_line;
+          frame.start_line = start > 0 && start <= INT32_MAX ? static_cast<int>(start) : 0;
         }
         frame.line = static_cast<int>(line.line);
         loc.frames.push_back(frame);
       }
-      if (rl.address == 0 && !loc.frames.empty()) loc.pseudo = true;
+      // A Python frame as dlprof writes it: no mapping, no address, one line
+      // of a function with a file and a first line. It is a Python location
+      // again (one per line, where a pseudo one would be one per name), and
+      // the reports show it as they show Python frames.
+      if (rl.address == 0 && rl.mapping == 0 && loc.frames.size() == 1 &&
+          loc.frames[0].start_line > 0 && !loc.frames[0].file.empty()) {
+        loc.python = true;
+        loc.frames[0].python = true;
+      } else if (rl.address == 0 && !loc.frames.empty()) {
+        loc.pseudo = true;
+      }
     }
     uint32_t index = profile->InternLocation(loc);
     location_ids.emplace(id, index);

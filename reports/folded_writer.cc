@@ -36,6 +36,19 @@ std::string CleanFrame(const std::string& s) {
   return out.empty() ? "?" : out;
 }
 
+// A frame as stacks.folded shows it: its function, or for a Python frame
+// "qualname (file.py:12)" (FrameDisplayName), the space and parentheses
+// kept: flamegraph.pl and speedscope split a line at its last space only,
+// and the rest is cleaned as any name is.
+std::string FoldedFrame(const Frame& f) {
+  if (!f.python || f.file.empty()) return CleanFrame(f.function);
+  const size_t slash = f.file.rfind('/');
+  std::string out = CleanFrame(f.function) + " (" +
+                    CleanFrame(slash == std::string::npos ? f.file : f.file.substr(slash + 1));
+  if (f.start_line > 0) out += ":" + std::to_string(f.start_line);
+  return out + ")";
+}
+
 class FoldedWriter : public ReportWriter {
  public:
   // A location's frames, outermost (the real function) first, each followed
@@ -46,7 +59,7 @@ class FoldedWriter : public ReportWriter {
     if (!out.empty()) return out;
     const Location& loc = p.locations[id];
     if (loc.frames.empty()) return out = CleanFrame(UnsymbolizedName(loc)) + ";";
-    for (auto f = loc.frames.rbegin(); f != loc.frames.rend(); ++f) out += CleanFrame(f->function) + ";";
+    for (auto f = loc.frames.rbegin(); f != loc.frames.rend(); ++f) out += FoldedFrame(*f) + ";";
     return out;
   }
 

@@ -43,7 +43,7 @@ constexpr size_t kMaxBufferPoints = 2000;
 double Round(double v, double scale = 1e6) { return std::round(v * scale) / scale; }
 
 // Node kinds, as the page colours them.
-enum FrameKind : int { kStageFrame = 0, kFunction = 1, kUnsymbolized = 2, kPseudo = 3 };
+enum FrameKind : int { kStageFrame = 0, kFunction = 1, kUnsymbolized = 2, kPseudo = 3, kPython = 4 };
 
 // The calling-context tree of some samples, stage path first, aggregated
 // here so that the page holds one node per distinct path rather than one per
@@ -176,8 +176,10 @@ class FrameNames {
       return out;
     }
     for (auto f = loc.frames.rbegin(); f != loc.frames.rend(); ++f) {  // outermost first
-      out.push_back({tree_->Name(f->function.empty() ? "?" : f->function),
-                     loc.pseudo ? kPseudo : kFunction});
+      // A Python frame: "qualname (file.py:12)", as in stacks.folded.
+      const std::string name = FrameDisplayName(*f);
+      out.push_back({tree_->Name(name.empty() ? "?" : name),
+                     loc.pseudo ? kPseudo : f->python ? kPython : kFunction});
     }
     return out;
   }

@@ -34,7 +34,7 @@ constexpr uint32_t kMappingId = 1, kMappingStart = 2, kMappingLimit = 3, kMappin
 constexpr uint32_t kLocationId = 1, kLocationMappingId = 2, kLocationAddress = 3, kLocationLine = 4;
 constexpr uint32_t kLineFunctionId = 1, kLineLine = 2;
 constexpr uint32_t kFunctionId = 1, kFunctionName = 2, kFunctionSystemName = 3,
-                   kFunctionFilename = 4;
+                   kFunctionFilename = 4, kFunctionStartLine = 5;
 }  // namespace field
 
 class StringTable {
@@ -239,7 +239,16 @@ std::string EncodePprof(const Profile& p) {
     mappings.EndMessage(t);
   }
 
-  // Functions by (name, file); locations keep the Profile's index + 1 as id.
+  // Functions by (name, file), Python ones by (qualname, file, first line):
+  // two lambdas of one file are two functions. Locations keep the Profile's
+  // index + 1 as id. A Python frame's Function is its code object: the
+  // qualname as its name, the real co_filename (so that `pprof -list` finds
+  // the source) and start_line; it has no mapping and no address (Python
+  // locations have neither), and its Line is the line being run. It has no
+  // system_name: pprof "demangles" a function whose system_name is its name,
+  // and its heuristic for demangled C++ strips "<...>", which leaves nothing
+  // of "<module>", "<lambda>", "<listcomp>" or "<genexpr>" (ShortName would
+  // do the same, so it is not used either).
   std::unordered_map<std::string, uint64_t> function_ids;
   for (size_t i = 0; i < p.locations.size(); ++i) {
     const Location& loc = p.locations[i];
@@ -248,13 +257,16 @@ std::string EncodePprof(const Profile& p) {
     if (location_mapping[i] != 0) locations.Varint(field::kLocationMappingId, location_mapping[i]);
     if (!loc.pseudo && loc.address != 0) locations.Varint(field::kLocationAddress, loc.address);
     for (const Frame& f : loc.frames) {
-      auto [it, added] = function_ids.emplace(f.function + '\0' + f.file, function_ids.size() + 1);
+      std::string key = f.function + '\0' + f.file;
+      if (f.python) key += "\0py:" + std::to_string(f.start_line);
+      auto [it, added] = function_ids.emplace(std::move(key), function_ids.size() + 1);
       if (added) {
         size_t ft = functions.BeginMessage(field::kFunction);
         functions.Varint(field::kFunctionId, it->second);
-        functions.Int64(field::kFunctionName, st.Intern(ShortName(f.function)));
-        functions.Int64(field::kFunctionSystemName, st.Intern(f.function));
+        functions.Int64(field::kFunctionName, st.Intern(f.python ? f.function : ShortName(f.function)));
+        if (!f.python) functions.Int64(field::kFunctionSystemName, st.Intern(f.function));
         if (!f.file.empty()) functions.Int64(field::kFunctionFilename, st.Intern(f.file));
+        if (f.start_line > 0) functions.Int64(field::kFunctionStartLine, f.start_line);
         functions.EndMessage(ft);
       }
       size_t lt = locations.BeginMessage(field::kLocationLine);

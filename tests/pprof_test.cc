@@ -288,6 +288,107 @@ TEST(PprofTest, GarbageIsAWarningNotACrash) {
   EXPECT_THROW(ReadPprof(dir.File("missing"), &p), std::runtime_error);
 }
 
+// A DataLoader worker's Python frames, merged with one native leaf (memcpy
+// in libc): Dataset.__getitem__ of `source` (first line 40) runs line 42 or
+// 44, called by <module> (line 3 of train.py); two lambdas of one file,
+// first lines 50 and 51, are two functions.
+Profile MakePythonProfile(const std::string& source) {
+  Profile p;
+  Process proc;
+  proc.pid = 300;
+  proc.role = "worker";
+  proc.worker = 0;
+  proc.hz = 100;
+  proc.mappings.push_back(
+      Mapping{0x7f0000000000, 0x7f0000100000, 0x26000, "/usr/lib/libc.so.6", "feedface"});
+  p.processes = {proc};
+  Location memcpy_loc;
+  memcpy_loc.module = "/usr/lib/libc.so.6";
+  memcpy_loc.build_id = "feedface";
+  memcpy_loc.module_offset = 0x9a000;
+  memcpy_loc.address = 0x7f0000000000 - 0x26000 + 0x9a000;
+  memcpy_loc.frames.push_back(Frame{"memcpy", "", 0});
+  const uint32_t memcpy_id = p.InternLocation(memcpy_loc);
+  auto py = [&](const std::string& qualname, const std::string& file, int line, int first,
+                bool entry) {
+    Location l;
+    l.python = true;
+    l.python_entry = entry;
+    Frame f{qualname, file, line};
+    f.start_line = first;
+    f.python = true;
+    l.frames.push_back(f);
+    return p.InternLocation(l);
+  };
+  const uint32_t get42 = py("Dataset.__getitem__", source, 42, 40, true);
+  const uint32_t get44 = py("Dataset.__getitem__", source, 44, 40, true);
+  const uint32_t lambda1 = py("<lambda>", source, 50, 50, true);
+  const uint32_t lambda2 = py("<lambda>", source, 51, 51, true);
+  const uint32_t module = py("<module>", "/app/train.py", 3, 1, true);
+  auto add = [&](std::vector<uint32_t> stack, int n) {
+    Sample s;
+    s.process = 0;
+    s.tid = 301;
+    s.stack = p.InternStack(stack);
+    s.count = n;
+    s.cpu_ns = n * 10000000LL;
+    p.samples.push_back(s);
+    p.processes[0].samples += n;
+  };
+  add({memcpy_id, get42, module}, 30);
+  add({get44, module}, 10);
+  add({lambda1, module}, 2);
+  add({lambda2, module}, 3);
+  return p;
+}
+
+// The source Dataset.__getitem__ lives in: numbered lines, the function at 40-44.
+std::string WritePythonSource(const TempDir& dir) {
+  std::string src;
+  for (int i = 1; i <= 60; ++i) {
+    if (i == 40) src += "    def __getitem__(self, i):\n";
+    else if (i == 42) src += "        data = self.read(i)\n";
+    else if (i == 44) src += "        return decode(data)\n";
+    else src += "# line " + std::to_string(i) + "\n";
+  }
+  const std::string path = dir.File("dataset.py");
+  WriteFile(path, src);
+  return path;
+}
+
+TEST(PprofTest, PythonFramesHaveTheirCodesFunctionAndNoAddress) {
+  TempDir dir;
+  const std::string source = dir.File("dataset.py");
+  WritePprof(MakePythonProfile(source), dir.File("p.pb.gz"));
+  Profile out;
+  ReadPprof(dir.File("p.pb.gz"), &out);
+  EXPECT_TRUE(out.warnings.empty()) << out.warnings.at(0);
+  std::map<std::string, int> seen;  // "qualname file:line start" -> locations
+  for (const Location& l : out.locations) {
+    ASSERT_EQ(l.frames.size(), 1u);
+    const Frame& f = l.frames[0];
+    if (f.function == "memcpy") {
+      EXPECT_FALSE(l.python);
+      EXPECT_EQ(l.module, "/usr/lib/libc.so.6");
+      continue;
+    }
+    EXPECT_TRUE(l.python) << f.function;
+    EXPECT_TRUE(f.python) << f.function;
+    EXPECT_TRUE(l.module.empty()) << f.function;
+    EXPECT_EQ(l.address, 0u) << f.function;
+    ++seen[f.function + " " + f.file + ":" + std::to_string(f.line) + " " +
+           std::to_string(f.start_line)];
+  }
+  const std::map<std::string, int> expected = {
+      {"Dataset.__getitem__ " + source + ":42 40", 1},
+      {"Dataset.__getitem__ " + source + ":44 40", 1},
+      {"<lambda> " + source + ":50 50", 1},
+      {"<lambda> " + source + ":51 51", 1},
+      {"<module> /app/train.py:3 1", 1}};
+  EXPECT_EQ(seen, expected);
+  EXPECT_EQ(Summary(out, &Sample::count), Summary(MakePythonProfile(source), &Sample::count));
+}
+
 class GoPprofTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -408,6 +509,67 @@ TEST_F(GoPprofTest, TwoRunsMergeOnOneCommandLine) {
   out = Pprof("-top -sample_index=samples -tagfocus=host=node-b " + dir_.File("p.pb.gz") + " " +
               dir_.File("b.pb.gz"));
   EXPECT_NE(out.find("accounting for 115, 50.00% of 230 total"), std::string::npos) << out;
+}
+
+// go tool pprof on Python frames: their functions, files, first lines and
+// lines, and -list reading the .py source through the Function's file name.
+class GoPprofPythonTest : public GoPprofTest {
+ protected:
+  void SetUp() override {
+    if (!HaveGo()) GTEST_SKIP() << "go is not installed";
+    source_ = WritePythonSource(dir_);
+    WritePprof(MakePythonProfile(source_), dir_.File("py.pb.gz"));
+  }
+  std::string source_;
+};
+
+TEST_F(GoPprofPythonTest, RawShowsFunctionFileStartLineAndLine) {
+  const std::string out = Pprof("-raw " + dir_.File("py.pb.gz"));
+  // "id: address [M=mapping] function file:line s=start_line": Python
+  // locations have address 0 and no mapping; each line of a function is
+  // its own location.
+  for (const std::string& want :
+       {"0x0 Dataset.__getitem__ " + source_ + ":42 s=40", "0x0 Dataset.__getitem__ " + source_ + ":44 s=40",
+        "0x0 <lambda> " + source_ + ":50 s=50", "0x0 <lambda> " + source_ + ":51 s=51",
+        std::string("0x0 <module> /app/train.py:3 s=1")}) {
+    EXPECT_NE(out.find(want), std::string::npos) << want << "\n" << out;
+  }
+  EXPECT_TRUE(std::regex_search(out, std::regex(R"(0x7f0000074000 M=1 memcpy)"))) << out;
+  EXPECT_FALSE(std::regex_search(out, std::regex(R"(0x0 M=)"))) << out;
+}
+
+TEST_F(GoPprofPythonTest, TracesShowPythonFramesUnderTheNativeLeaf) {
+  const std::string out = Pprof("-traces -lines " + dir_.File("py.pb.gz"));
+  const std::string q = std::regex_replace(source_, std::regex(R"([.])"), R"(\.)");
+  EXPECT_TRUE(std::regex_search(
+      out, std::regex("300ms +memcpy\n +Dataset\\.__getitem__ " + q +
+                      ":42\n +<module> /app/train\\.py:3\n")))
+      << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex("20ms +<lambda> " + q + ":50\n"))) << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex("30ms +<lambda> " + q + ":51\n"))) << out;
+}
+
+TEST_F(GoPprofPythonTest, ListReadsThePythonSource) {
+  const std::string out =
+      Squeeze(Pprof("-list Dataset.__getitem__ -sample_index=samples " + dir_.File("py.pb.gz")));
+  EXPECT_NE(out.find("ROUTINE ======================== Dataset.__getitem__ in " + source_),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find(" 10 40 (flat, cum)"), std::string::npos) << out;  // 30 below it, 10 in it
+  EXPECT_NE(out.find(" . . 40: def __getitem__(self, i):"), std::string::npos) << out;
+  EXPECT_NE(out.find(" . 30 42: data = self.read(i)"), std::string::npos) << out;
+  EXPECT_NE(out.find(" 10 10 44: return decode(data)"), std::string::npos) << out;
+}
+
+TEST_F(GoPprofPythonTest, LinesNameTheLineBeingRun) {
+  const std::string out = Squeeze(Pprof("-top -lines -sample_index=samples " + dir_.File("py.pb.gz")));
+  EXPECT_NE(out.find(" 10 22.22% 88.89% 10 22.22% Dataset.__getitem__ " + source_ + ":44\n"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find(" 0 0% 100% 30 66.67% Dataset.__getitem__ " + source_ + ":42\n"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find(" 0 0% 100% 45 100% <module> /app/train.py:3\n"), std::string::npos) << out;
 }
 
 TEST_F(GoPprofTest, WhatGoWritesWeRead) {

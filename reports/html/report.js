@@ -541,8 +541,10 @@
       if (k === 0) return "#8fb4ea";           // stage
       if (k === 2) return "#c9ccd1";           // unsymbolized
       if (k === 3) return i === 0 ? "#d9dde3" : "#b8a6e0";  // made up by dlprof
+      var py = k === 4;  // Python frames: greens, native ones warm
       var h = 0, s = tree.name[i];
       for (var j = 0; j < s.length && j < 40; j++) h = (h * 31 + s.charCodeAt(j)) >>> 0;
+      if (py) return "hsl(" + (95 + h % 50) + "," + (40 + h % 20) + "%," + (58 + (h >> 8) % 14) + "%)";
       return "hsl(" + (10 + h % 45) + "," + (70 + h % 20) + "%," + (58 + (h >> 8) % 14) + "%)";
     }
 
@@ -594,7 +596,7 @@
         var isMatch = q && tree.lower[i].indexOf(q) >= 0;
         if (isMatch) { matched[i] = 1; matches++; }
         var cls = "fg-node" + (isMatch ? " match" : (q ? " dim" : "")) + (r.anc ? " ancestor" : "");
-        var node = svg("g", { className: cls, "data-name": tree.name[i], "data-kind": ["stage", "function", "unsymbolized", "dlprof"][tree.kind[i]], "data-i": i });
+        var node = svg("g", { className: cls, "data-name": tree.name[i], "data-kind": ["stage", "function", "unsymbolized", "dlprof", "python"][tree.kind[i]], "data-i": i });
         var label = tree.kind[i] === 0 ? "stage: " + tree.name[i] : tree.name[i];
         node.appendChild(svg("title", { text: label + "\n" + fmtValue(tree.value[i]) + ", " +
                                                pct(tree.value[i] / tree.value[0], 1) + " of all" }));
