@@ -17,6 +17,8 @@
 #include <cstring>
 #include <utility>
 
+#include "readers/python_merge.h"
+
 namespace dlprof {
 namespace {
 
@@ -442,7 +444,7 @@ void Symbolizer::Symbolize(std::vector<Location>* locs, const std::vector<bool>&
   const Location* m_of = nullptr;  // a location of module m
   for (size_t i = 0; i < locs->size(); ++i) {
     Location& loc = (*locs)[i];
-    if (loc.pseudo || !loc.frames.empty()) continue;
+    if (loc.pseudo || loc.python || !loc.frames.empty()) continue;
     if (loc.module.empty()) {
       loc.frames.push_back(Frame{UnsymbolizedName(loc), "", 0});
       continue;
@@ -482,6 +484,7 @@ void Symbolizer::SymbolizeProfile(Profile* profile) {
   size_t first_new = warnings_.size();
   Symbolize(&profile->locations, is_return);
   profile->warnings.insert(profile->warnings.end(), warnings_.begin() + first_new, warnings_.end());
+  MergePythonStacks(profile);
 }
 
 }  // namespace dlprof

@@ -54,7 +54,9 @@ class Symbolizer {
 
   // Symbolizes every location of `profile`. A location is a return address
   // when some stack holds it at a non-leaf position. Warnings are appended to
-  // profile->warnings.
+  // profile->warnings. Then merges the Python frames of each stack into its
+  // native ones (MergePythonStacks, readers/python_merge.h), which needs the
+  // names: every path that symbolizes a profile gets merged stacks.
   void SymbolizeProfile(Profile* profile);
 
   // Problems met so far ("module: build-id ... differs ..."), one per module.
