@@ -325,6 +325,22 @@ void RuntimeNotes(const Process& p, Analysis* a) {
     a->warnings.push_back(who + "forked while another thread held the dynamic loader's lock "
                                 "(it stays held in the child): " + lock->second);
   }
+  // A Python process whose frames the runtime could not walk: its stacks
+  // show the interpreter's C frames only ("off: dlprof has no structure
+  // table for CPython 3.14").
+  if (auto py = p.fields.find("python_frames");
+      py != p.fields.end() && py->second.rfind("off", 0) == 0) {
+    auto version = p.fields.find("python");
+    a->warnings.push_back(who + "Python" +
+                          (version != p.fields.end() ? " " + version->second : std::string()) +
+                          " frames " + py->second +
+                          "; its stacks show the interpreter's native frames only");
+  }
+  if (uint64_t n = counter("py_frames_unreadable")) {
+    a->warnings.push_back(who + std::to_string(n) +
+                          " Python frames were left out of their stacks: their code object "
+                          "could no longer be read when the runtime named it");
+  }
   auto it = p.fields.find("cpu_sampling");
   if (it != p.fields.end() && it->second.rfind("off", 0) == 0) {
     std::string when;

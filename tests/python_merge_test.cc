@@ -730,6 +730,28 @@ TEST(PythonReport, FoldedFramesKeepTheirSpaceAndAreCleaned) {
   EXPECT_EQ(line.substr(line.rfind(' ') + 1), "5");
 }
 
+TEST(PythonReport, AnalysisSaysWhenPythonFramesAreOffOrLost) {
+  Profile p;
+  p.processes.resize(3);
+  p.processes[0].pid = 100;
+  p.processes[0].fields = {{"python", "3.14.0"},
+                           {"python_frames", "off: dlprof has no structure table for CPython 3.14"}};
+  p.processes[1].pid = 101;
+  p.processes[1].fields = {{"python", "3.11.2"}, {"python_frames", "on"}};
+  p.processes[1].counters = {{"py_frames_unreadable", 12}};
+  p.processes[2].pid = 102;  // not Python at all
+  std::string all;
+  for (const std::string& w : Analyze(p).warnings) all += w + "\n";
+  EXPECT_NE(all.find("pid 100: Python 3.14.0 frames off: dlprof has no structure table for "
+                     "CPython 3.14; its stacks show the interpreter's native frames only\n"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("pid 101: 12 Python frames were left out of their stacks"), std::string::npos)
+      << all;
+  EXPECT_EQ(all.find("pid 101: Python"), std::string::npos) << all;
+  EXPECT_EQ(all.find("pid 102"), std::string::npos) << all;
+}
+
 // A profile of one merged Python stack, for report.html.
 Profile HtmlProfile() {
   Profile p;
