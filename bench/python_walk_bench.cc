@@ -22,13 +22,10 @@
 //   BM_PythonWalkUncached/30  the cache cleared before each walk: the
 //                             thread state looked up again (autoTSSkey)
 //   BM_FrameWord/<mode>       PythonCodeTable::FrameWord over the 30 frames of
-//                             a chain of 30 distinct functions, their code
-//                             objects already in the table; `same_drain`: no
-//                             check of the cached entries (the second and
-//                             later samples of one drain), `new_drain`:
-//                             NewDrain() before each sample, so each frame's
-//                             entry is checked again (StillSame), the first
-//                             sample of each drain; `cold`: a new table per
+//                             a chain of 30 distinct functions; `same_drain`:
+//                             their code objects already in the table (found
+//                             by address and identity, every sample after a
+//                             code object's first); `cold`: a new table per
 //                             sample (every code object read: for information)
 //
 //   build/bench/python_walk_bench
@@ -114,11 +111,11 @@ std::string CheckDive(const uint64_t* out, int n, int depth) {
   PyCodeInfo info;
   if (!reader.Read(g_dive_code, &info)) return "dive's code object is not readable";
   for (int k = 0; k < n; ++k) {
-    const uint64_t code = out[2 * k] & ~kPyEntryBit;
-    const bool entry = (out[2 * k] & kPyEntryBit) != 0;
+    const uint64_t code = out[kPyFrameWords * k] & ~kPyEntryBit;
+    const bool entry = (out[kPyFrameWords * k] & kPyEntryBit) != 0;
     if (code != g_dive_code) return "frame " + std::to_string(k) + " is not dive's code";
     if (entry != (k == n - 1)) return "frame " + std::to_string(k) + ": wrong entry mark";
-    const int line = PythonCodeReader::LineAt(info, static_cast<int64_t>(out[2 * k + 1]));
+    const int line = PythonCodeReader::LineAt(info, static_cast<int64_t>(out[kPyFrameWords * k + 1]));
     const int want = k == 0 ? kDiveLoopLine : kDiveRecurseLine;
     if (line != want) {
       return "frame " + std::to_string(k) + " at line " + std::to_string(line) + ", expected " +
@@ -129,7 +126,7 @@ std::string CheckDive(const uint64_t* out, int n, int depth) {
 }
 
 void WalkLoop(benchmark::State& state, int depth, bool uncached) {
-  uint64_t out[2 * kMaxPythonFrames];
+  uint64_t out[kPyFrameWords * kMaxPythonFrames];
   int n = 0;
   bool checked = false;
   for (auto _ : state) {
@@ -174,11 +171,11 @@ void BM_PythonWalkUncached(benchmark::State& state) {
   RunInDive(state, depth, [&] { WalkLoop(state, depth, true); });
 }
 
-enum class Drain { kSame, kNew, kCold };
+enum class Drain { kSame, kCold };
 
 void BM_FrameWord(benchmark::State& state, Drain mode) {
   const PythonRuntime* py = ActivePython();
-  const int n = static_cast<int>(g_chain_words.size() / 2);
+  const int n = static_cast<int>(g_chain_words.size() / kPyFrameWords);
   if (py == nullptr || n != kChainDepth) {
     state.SkipWithError(("the chain's walk has " + std::to_string(n) + " frames, expected " +
                          std::to_string(kChainDepth)).c_str());
@@ -186,10 +183,9 @@ void BM_FrameWord(benchmark::State& state, Drain mode) {
   }
   const uint64_t* words = g_chain_words.data();
   PythonCodeTable table;
-  table.NewDrain();
   // Every frame's stack word, checked: known code, the line of its call.
   for (int k = 0; k < n; ++k) {
-    const uint64_t w = table.FrameWord(*py, words[2 * k], words[2 * k + 1]);
+    const uint64_t w = table.FrameWord(*py, words[kPyFrameWords * k], words[kPyFrameWords * k + 1], words[kPyFrameWords * k + 2]);
     const int i = kChainDepth - 1 - k;  // frame k is f_i
     const int line = static_cast<int>((w >> DLPROF_PY_LINE_SHIFT) & DLPROF_PY_LINE_MASK);
     if ((w & DLPROF_PY_FRAME_BIT) == 0 || line != 4 * i + 4 ||
@@ -204,11 +200,9 @@ void BM_FrameWord(benchmark::State& state, Drain mode) {
   for (auto _ : state) {
     if (mode == Drain::kCold) {
       PythonCodeTable fresh;
-      fresh.NewDrain();
-      for (int k = 0; k < n; ++k) sum += fresh.FrameWord(*py, words[2 * k], words[2 * k + 1]);
+      for (int k = 0; k < n; ++k) sum += fresh.FrameWord(*py, words[kPyFrameWords * k], words[kPyFrameWords * k + 1], words[kPyFrameWords * k + 2]);
     } else {
-      if (mode == Drain::kNew) table.NewDrain();
-      for (int k = 0; k < n; ++k) sum += table.FrameWord(*py, words[2 * k], words[2 * k + 1]);
+      for (int k = 0; k < n; ++k) sum += table.FrameWord(*py, words[kPyFrameWords * k], words[kPyFrameWords * k + 1], words[kPyFrameWords * k + 2]);
     }
     benchmark::DoNotOptimize(sum);
   }
@@ -270,9 +264,9 @@ bool SetUp(std::string* error) {
   }
   // The chain's frames as the handler would write them.
   g_body = [] {
-    uint64_t out[2 * kMaxPythonFrames];
+    uint64_t out[kPyFrameWords * kMaxPythonFrames];
     const int n = WalkPythonFrames(g_slot, out, kMaxPythonFrames);
-    g_chain_words.assign(out, out + 2 * n);
+    g_chain_words.assign(out, out + kPyFrameWords * n);
   };
   const bool ok = CallPython(g_chain, nullptr);
   g_body = nullptr;
@@ -295,7 +289,6 @@ int main(int argc, char** argv) {
   benchmark::RegisterBenchmark("BM_PythonWalk", dlprof::BM_PythonWalk)->Arg(1)->Arg(10)->Arg(30)->Arg(100);
   benchmark::RegisterBenchmark("BM_PythonWalkUncached", dlprof::BM_PythonWalkUncached)->Arg(30);
   benchmark::RegisterBenchmark("BM_FrameWord/same_drain", dlprof::BM_FrameWord, dlprof::Drain::kSame);
-  benchmark::RegisterBenchmark("BM_FrameWord/new_drain", dlprof::BM_FrameWord, dlprof::Drain::kNew);
   benchmark::RegisterBenchmark("BM_FrameWord/cold", dlprof::BM_FrameWord, dlprof::Drain::kCold);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

@@ -274,15 +274,10 @@ void Collector::DrainSamples(ThreadSlot* s) {
     // Python frames follow the pcs in the stack (include/dlprof/format.h).
     uint32_t n = frames;
     for (uint32_t i = 0; i < py_frames && py != nullptr; ++i) {
-      const uint64_t code_word = ring.Get(w + 2 * i);
-      const uint64_t word = py_codes_.FrameWord(*py, code_word, ring.Get(w + 2 * i + 1));
-      if (word != 0) {
-        pcs[n++] = word;
-      } else if ((code_word & kPyEntryBit) != 0 && n > frames) {
-        pcs[n - 1] |= DLPROF_PY_ENTRY_BIT;  // its run of frames still ends here
-      }
+      const uint64_t f = w + kPyFrameWords * i;
+      pcs[n++] = py_codes_.FrameWord(*py, ring.Get(f), ring.Get(f + 1), ring.Get(f + 2));
     }
-    w += 2 * py_frames;
+    w += kPyFrameWords * py_frames;
 
     samples_.PutTime(time);
     PutVarint(&samples_.body, ThreadIndex(s));
@@ -320,7 +315,6 @@ void Collector::AddRetiredCounters(ThreadSlot* s) {
 }
 
 void Collector::Drain() {
-  py_codes_.NewDrain();
   for (int i = 0, limit = SlotLimit(); i < limit; ++i) {
     ThreadSlot* s = SlotAt(i);
     int state = s->state.load(std::memory_order_acquire);

@@ -1,5 +1,5 @@
 // The collector's table of the Python code objects that samples name: each
-// code address the signal handler recorded becomes an id, written once in a
+// code object the signal handler recorded becomes an id, written once in a
 // DLPROF_CHUNK_PY_CODES chunk (qualname, file, first line), and each frame a
 // stack word with its line (include/dlprof/format.h). Read while the code
 // object still exists: the collector drains rings every few tens of ms.
@@ -18,15 +18,16 @@ namespace dlprof {
 
 class PythonCodeTable {
  public:
-  // Starts a drain: a cached code object is checked again (StillSame) at its
-  // first use in each drain, since its address may hold another one by now.
-  void NewDrain() { ++drain_; }
-
   // The stack word (DLPROF_PY_FRAME_BIT | entry | line | id) of one frame as
-  // the handler wrote it (code word, index word: core/python_frames.h), or 0
-  // when its code object cannot be read (freed, or not a code object): the
-  // frame is left out and counted.
-  uint64_t FrameWord(const PythonRuntime& py, uint64_t code_word, uint64_t index_word);
+  // the handler wrote it (code, index and identity words:
+  // core/python_frames.h). A code object read before under that address and
+  // identity is not read again. One whose address now holds no code object,
+  // or another one (freed since the sample, as the interpreter frees a
+  // module's code once it ran), becomes the "[unknown python code]" entry,
+  // keeping its line and entry mark: a frame is never named after another
+  // function, and never dropped (the reader's merge counts the runs).
+  uint64_t FrameWord(const PythonRuntime& py, uint64_t code_word, uint64_t index_word,
+                     uint64_t identity);
 
   // The PY_CODES payload of ids not written yet; false when there are none.
   bool TakeChunk(std::string* payload);
@@ -36,15 +37,16 @@ class PythonCodeTable {
  private:
   struct Entry {
     uint32_t id = 0;
-    uint64_t drain = 0;
+    uint64_t identity = 0;
     PyCodeInfo info;
   };
+  uint32_t AddEntry(const std::string& qualname, const std::string& filename, int first_line);
   // Bounded: a program that compiles code without end (exec, lambdas in a
   // loop) makes new entries; past the bound the cache starts again (ids go on).
   static constexpr size_t kMaxEntries = 1 << 16;
   std::unordered_map<uintptr_t, Entry> by_address_;
-  uint64_t drain_ = 0;
   uint32_t next_id_ = 1;
+  uint32_t unknown_id_ = 0;  // the "[unknown python code]" entry, once needed
   std::string pending_;
   uint32_t pending_count_ = 0;
   uint64_t unreadable_ = 0;

@@ -152,7 +152,7 @@ int WalkPythonFrames(ThreadSlot* s, uint64_t* out, int max_frames) {
       if (owner == L.shim_owner) {
         // The C stack's entry frame: the frame above it was the first of
         // its eval loop call.
-        if (n > 0) out[2 * (n - 1)] |= kPyEntryBit;
+        if (n > 0) out[kPyFrameWords * (n - 1)] |= kPyEntryBit;
         frame = previous;
         continue;
       }
@@ -166,13 +166,27 @@ int WalkPythonFrames(ThreadSlot* s, uint64_t* out, int max_frames) {
     // A code object is pointer-aligned and in user space; the collector
     // checks its type before it reads a name.
     if (code != 0 && (code & 7) == 0 && (code >> 47) == 0) {
-      out[2 * n] = static_cast<uint64_t>(code) | (entry ? kPyEntryBit : 0);
-      out[2 * n + 1] = static_cast<uint64_t>(InstructionIndex(frame, code, L));
+      uint64_t* f = out + kPyFrameWords * n;
+      f[0] = static_cast<uint64_t>(code) | (entry ? kPyEntryBit : 0);
+      f[1] = static_cast<uint64_t>(InstructionIndex(frame, code, L));
+      f[2] = PyCodeIdentity(code, L);
       ++n;
     }
     frame = previous;
   }
+  if (n == max_frames && frame != 0) out[kPyFrameWords * (n - 1)] &= ~kPyEntryBit;  // cut
   return n;
+}
+
+uint64_t PyCodeIdentity(uintptr_t code, const PythonLayout& L) {
+  const uint32_t name = L.code_qualname != kNoOffset ? L.code_qualname : L.code_name;
+  uintptr_t qualname;
+  uint32_t first_line;
+  if (!SafeLoadPtr(code + name, &qualname) || !SafeLoadU32(code + L.code_firstlineno, &first_line)) {
+    return 0;
+  }
+  return (static_cast<uint64_t>(qualname) & ((1ull << 48) - 1)) |
+         static_cast<uint64_t>(first_line & 0xffff) << 48;
 }
 
 }  // namespace dlprof

@@ -37,11 +37,14 @@ const PythonRuntime* ActivePython();
 // Stops the walks for good (the fault handler was lost). Async-signal-safe.
 void StopPythonFrames();
 
-// Each Python frame as two words (innermost first): the code object's address,
-// with bit 63 set on the outermost frame of one C call of the eval loop
-// (kPyEntryBit), then the instruction index in code units (-1: not started;
-// as a two's complement uint64). At most `max_frames` frames; returns how
-// many. 0 when the thread runs no Python (or walks are off). Every read of
+// Each Python frame as kPyFrameWords words (innermost first): the code
+// object's address, with bit 63 set on the outermost frame of one C call of
+// the eval loop (kPyEntryBit); the instruction index in code units (-1: not
+// started; as a two's complement uint64); and the code object's identity at
+// the time of the sample (PyCodeIdentity), which tells the collector whether
+// the object it finds at that address later is still the one sampled. When
+// the walk stops at `max_frames` with frames left, the outermost frame has
+// no kPyEntryBit (a reader can tell the stack was cut). Returns how many. 0 when the thread runs no Python (or walks are off). Every read of
 // interpreter memory is a SafeLoad, and the walk stops at the first one that
 // faults or looks wrong, keeping what it has: a bad pointer costs frames,
 // never the process. This function is safe to call from asynchronous signals,
@@ -49,6 +52,13 @@ void StopPythonFrames();
 int WalkPythonFrames(ThreadSlot* slot, uint64_t* out, int max_frames);
 constexpr uint64_t kPyEntryBit = 1ull << 63;
 constexpr int kMaxPythonFrames = 128;
+constexpr int kPyFrameWords = 3;
+
+// What identifies a code object cheaply: the address of its qualname (co_name
+// before 3.11) object, with its first line in the top 16 bits. Two reads.
+// This function is safe to call from asynchronous signals (SafeLoads); 0 when
+// they fault.
+uint64_t PyCodeIdentity(uintptr_t code, const PythonLayout& layout);
 
 }  // namespace dlprof
 

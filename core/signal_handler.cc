@@ -76,7 +76,7 @@ __attribute__((noinline)) void TakeSample(void* arg) {
   int frames = unwinder->Unwind(call->uc, s->bounds, pcs, g_sampler.max_frames);
   t_in_unwind = false;
   if (frames < 0) frames = 0;
-  uint64_t py[2 * kMaxPythonFrames];
+  uint64_t py[kPyFrameWords * kMaxPythonFrames];
   const int py_frames = WalkPythonFrames(s, py, kMaxPythonFrames);
   uint32_t depth = s->depth.load(std::memory_order_relaxed);
   if (depth > static_cast<uint32_t>(kMaxStageDepth)) depth = kMaxStageDepth;
@@ -103,7 +103,8 @@ __attribute__((noinline)) void TakeSample(void* arg) {
   if (extra > 0xfffe) extra = 0xfffe;
 
   const size_t stage_words = (depth + 1) / 2;
-  const size_t n = 2 + stage_words + static_cast<size_t>(frames) + 2 * static_cast<size_t>(py_frames);
+  const size_t n = 2 + stage_words + static_cast<size_t>(frames) +
+                   static_cast<size_t>(kPyFrameWords * py_frames);
   uint64_t pos = s->samples.Reserve(n);
   if (pos == UINT64_MAX) {
     s->dropped_ring.fetch_add(1, std::memory_order_relaxed);
@@ -120,7 +121,7 @@ __attribute__((noinline)) void TakeSample(void* arg) {
     }
     for (int f = 0; f < frames; ++f) s->samples.Put(pos + 2 + stage_words + f, pcs[f]);
     const uint64_t py_pos = pos + 2 + stage_words + static_cast<uint64_t>(frames);
-    for (int w = 0; w < 2 * py_frames; ++w) s->samples.Put(py_pos + w, py[w]);
+    for (int w = 0; w < kPyFrameWords * py_frames; ++w) s->samples.Put(py_pos + w, py[w]);
     s->samples.Commit(pos, n);
     s->samples_taken.fetch_add(1, std::memory_order_relaxed);
   }

@@ -21,7 +21,7 @@ constexpr int kMaxFrames = 512;
 //   word 1: CLOCK_MONOTONIC ns
 //   ceil(depth / 2) words: stage ids, two per word, outermost first
 //   frame count words: pcs, leaf first
-//   2 words per Python frame, innermost first (core/python_frames.h)
+//   kPyFrameWords words per Python frame, innermost first (core/python_frames.h)
 constexpr uint64_t kSampleTag = 0xD1;
 
 struct SamplerState {
