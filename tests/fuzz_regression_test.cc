@@ -94,6 +94,21 @@ TEST(FuzzRegression, SeedsAreRealProfiles) {
     EXPECT_FALSE(p.samples.empty()) << name;
     EXPECT_TRUE(p.warnings.empty()) << name << ": " << p.warnings.front();
   }
+  {
+    // Python frames, named, merged into one stack per sample by the merge the
+    // fuzz targets run.
+    Profile p;
+    std::string error;
+    ASSERT_TRUE(ReadDlprofBuffer(ReadFile(kFuzzDir + "/corpus/dlprof/python-main.dlprof"),
+                                 "python-main", &p, &error))
+        << error;
+    int spin_frames = 0;
+    for (const Location& loc : p.locations) {
+      if (loc.python && !loc.frames.empty() && loc.frames[0].function == "spin") ++spin_frames;
+    }
+    EXPECT_GT(spin_frames, 0);
+    EXPECT_FALSE(p.samples.empty());
+  }
   Profile raw, gz;
   ReadPprofBuffer(ReadFile(kFuzzDir + "/corpus/pprof/dlprof-mix.pb"), "raw", &raw);
   ReadPprofBuffer(ReadFile(kFuzzDir + "/corpus/pprof_gzip/dlprof-mix.pb.gz"), "gz", &gz);

@@ -29,6 +29,7 @@
 #include "readers/gperftools_reader.h"
 #include "readers/pprof_reader.h"
 #include "readers/profile.h"
+#include "readers/python_merge.h"
 #include "readers/symbolizer.h"
 #include "reports/analysis.h"
 #include "reports/report_writer.h"
@@ -55,6 +56,7 @@ enum class Writers { kAll, kOnePerInput };
 // rendered to memory. `seed` picks the writer for kOnePerInput.
 inline void AnalyzeAndRender(Profile* profile, Writers writers, size_t seed) {
   NameLocations(profile);
+  MergePythonStacks(profile);  // as SymbolizeProfile ends
   Analysis analysis = Analyze(*profile);
   std::vector<std::unique_ptr<ReportWriter>> all = AllReportWriters();
   for (size_t i = 0; i < all.size(); ++i) {
