@@ -338,8 +338,9 @@ void RuntimeNotes(const Process& p, Analysis* a) {
   }
   if (uint64_t n = counter("py_frames_unreadable")) {
     a->warnings.push_back(who + std::to_string(n) +
-                          " Python frames were left out of their stacks: their code object "
-                          "could no longer be read when the runtime named it");
+                          " Python frames are \"[unknown python code]\": their code object "
+                          "was freed before the runtime read its name (a module's code, freed "
+                          "once its import ran, is the usual one)");
   }
   auto it = p.fields.find("cpu_sampling");
   if (it != p.fields.end() && it->second.rfind("off", 0) == 0) {
