@@ -1,0 +1,938 @@
+// End-to-end tests of Python frames (issue 12) with Debian's real python3
+// (3.11), python3-torch and python3-pil, which scripts/setup.sh installs: a
+// missing interpreter or package fails these tests rather than skipping them.
+//
+// The programs are plain Python scripts in tests/python/, unannotated, as
+// users write them. Each runs as
+//   DLPROF_SAMPLE=1 LD_PRELOAD=libdlprof.so DLPROF_OUT=<dir> /usr/bin/python3 <script>
+// then `dlprof report` writes the report, and the tests read what a user
+// reads: profile.pb.gz (decoded here, independently of readers/, so that the
+// pprof's own fields are checked: a Python frame is a Function whose name is
+// the qualified name, filename the .py path, start_line the def line, and
+// whose Line is the line being run; each sample's pid/role labels tell the
+// processes apart) and stacks.folded (`qualname (basename.py:def_line)`).
+// The .dlprof files say per process whether Python frames were on.
+//
+// - Accuracy: cpu_shares.py burns CPU in a/b/c (10/30/60%) and measures its
+//   own shares with time.thread_time(); the profile's shares by Python frame
+//   must be within 3 points of them, in the main process and in a forked
+//   worker running at the same time.
+// - DataLoader: a torch DataLoader with 2 workers whose Dataset.__getitem__
+//   decodes a PIL image and calls augment(img): augment and __getitem__ show
+//   up in each worker with their file and def line, the training loop's
+//   function in the main process.
+// - Robustness: robustness.py (threads, generators, coroutines, deep
+//   recursion, exceptions, closures, code compiled and freed, forks) at
+//   1000 Hz for 60 s (DLPROF_PY_ROBUSTNESS_SECONDS shortens it): it exits as
+//   it does unprofiled, and every Python frame in the report is one of its
+//   own functions or a real file of the Python installation.
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "readers/dlprof_reader.h"
+#include "tests/support/files.h"
+#include "tests/support/subprocess.h"
+
+namespace dlprof {
+namespace {
+
+using testing::MakeTempDir;
+using testing::ProcessResult;
+using testing::ReadFile;
+using testing::RunCommand;
+using testing::RunProcess;
+
+// Debian's interpreter, by its full path: PATH may lead to another Python
+// (pyenv, a venv) that has no torch or is another version.
+const std::string kPython = "/usr/bin/python3";
+const std::string kLib = DLPROF_LIB_PATH;
+const std::string kDlprof = std::string(DLPROF_BUILD_DIR) + "/tools/dlprof";
+
+std::string Script(const std::string& name) {
+  return std::string(DLPROF_SOURCE_DIR) + "/tests/python/" + name;
+}
+
+std::string Basename(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+bool StartsWith(const std::string& s, const std::string& prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0;
+}
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string Show(const ProcessResult& r) {
+  std::ostringstream s;
+  s << "exit " << r.exit_code;
+  if (r.term_signal != 0) {
+    s << ", killed by signal " << r.term_signal << " (" << strsignal(r.term_signal) << ")";
+  }
+  s << "\n  stdout: <<" << r.out << ">>\n  stderr: <<" << r.err.substr(0, 4000) << ">>";
+  return s.str();
+}
+
+// --- A pprof decoder of its own ------------------------------------------
+// profile.proto's fields, read straight off the wire.
+
+struct PFunction {
+  std::string name, system_name, file;
+  int64_t start_line = 0;
+};
+
+// One frame of a sample's stack: a Line of a Location, innermost first.
+struct PFrame {
+  const PFunction* function = nullptr;  // null when the Line names none
+  int64_t line = 0;
+  std::string module;  // the Location's mapping's file, "" if none
+  uint64_t address = 0;
+};
+
+struct PSample {
+  std::vector<PFrame> frames;  // leaf first
+  std::vector<int64_t> values;
+  std::map<std::string, std::string> str_labels;
+  std::map<std::string, int64_t> num_labels;
+  int64_t Num(const std::string& key, int64_t missing = -1) const {
+    auto it = num_labels.find(key);
+    return it == num_labels.end() ? missing : it->second;
+  }
+  std::string Str(const std::string& key) const {
+    auto it = str_labels.find(key);
+    return it == str_labels.end() ? "" : it->second;
+  }
+};
+
+struct PProfile {
+  std::vector<std::string> sample_types;
+  std::vector<PSample> samples;
+  std::map<uint64_t, PFunction> functions;
+  std::string error;  // "" when decoded whole
+  int ValueIndex(const std::string& type) const {
+    for (size_t i = 0; i < sample_types.size(); ++i) {
+      if (sample_types[i] == type) return static_cast<int>(i);
+    }
+    return -1;
+  }
+};
+
+class Wire {
+ public:
+  explicit Wire(std::string_view data) : data_(data) {}
+  bool done() const { return pos_ >= data_.size() || failed_; }
+  bool failed() const { return failed_; }
+  uint64_t Varint() {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      if (pos_ >= data_.size()) break;
+      const uint8_t b = static_cast<uint8_t>(data_[pos_++]);
+      v |= static_cast<uint64_t>(b & 0x7f) << shift;
+      if (!(b & 0x80)) return v;
+    }
+    failed_ = true;
+    return 0;
+  }
+  // The next field: its number, wire type, and its value (varint) or bytes.
+  bool Next(uint32_t* field, uint32_t* type, uint64_t* value, std::string_view* bytes) {
+    const uint64_t tag = Varint();
+    if (failed_) return false;
+    *field = static_cast<uint32_t>(tag >> 3);
+    *type = static_cast<uint32_t>(tag & 7);
+    switch (*type) {
+      case 0: *value = Varint(); break;
+      case 1: pos_ += 8; break;
+      case 5: pos_ += 4; break;
+      case 2: {
+        const uint64_t n = Varint();
+        if (failed_ || n > data_.size() - pos_) {
+          failed_ = true;
+          return false;
+        }
+        *bytes = data_.substr(pos_, n);
+        pos_ += n;
+        break;
+      }
+      default: failed_ = true; return false;
+    }
+    return !failed_ && pos_ <= data_.size();
+  }
+
+ private:
+  std::string_view data_;
+  size_t pos_ = 0;
+  bool failed_ = false;
+};
+
+// A repeated scalar field, packed (wire type 2) or not (0).
+void AppendScalars(uint32_t type, uint64_t value, std::string_view bytes, std::vector<uint64_t>* out) {
+  if (type == 0) {
+    out->push_back(value);
+    return;
+  }
+  Wire w(bytes);
+  while (!w.done()) out->push_back(w.Varint());
+}
+
+std::string Gunzip(const std::string& in, std::string* error) {
+  z_stream z{};
+  if (inflateInit2(&z, 15 + 32) != Z_OK) {
+    *error = "inflateInit2 failed";
+    return "";
+  }
+  std::string out;
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  z.avail_in = static_cast<uInt>(in.size());
+  char buf[1 << 16];
+  int rc;
+  do {
+    z.next_out = reinterpret_cast<Bytef*>(buf);
+    z.avail_out = sizeof buf;
+    rc = inflate(&z, Z_NO_FLUSH);
+    out.append(buf, sizeof buf - z.avail_out);
+  } while (rc == Z_OK);
+  inflateEnd(&z);
+  if (rc != Z_STREAM_END) *error = "gzip stream broken (inflate " + std::to_string(rc) + ")";
+  return out;
+}
+
+PProfile DecodePprof(const std::string& path) {
+  PProfile p;
+  const std::string gz = ReadFile(path);
+  if (gz.empty()) {
+    p.error = path + ": missing or empty";
+    return p;
+  }
+  const std::string data = Gunzip(gz, &p.error);
+  if (!p.error.empty()) return p;
+
+  std::vector<std::string> strings;
+  std::vector<std::pair<uint64_t, uint64_t>> sample_type_ids;
+  struct RawLine { uint64_t function = 0; int64_t line = 0; };
+  struct RawLocation { uint64_t mapping = 0, address = 0; std::vector<RawLine> lines; };
+  struct RawFunction { uint64_t name = 0, system_name = 0, file = 0; int64_t start_line = 0; };
+  struct RawSample {
+    std::vector<uint64_t> locations, values;
+    std::vector<std::tuple<uint64_t, uint64_t, int64_t, bool>> labels;  // key, str, num, is_str
+  };
+  std::map<uint64_t, RawLocation> locations;
+  std::map<uint64_t, RawFunction> functions;
+  std::map<uint64_t, uint64_t> mappings;  // id -> filename string
+  std::vector<RawSample> samples;
+
+  Wire top(data);
+  uint32_t field, type;
+  uint64_t value = 0;
+  std::string_view bytes;
+  while (!top.done() && top.Next(&field, &type, &value, &bytes)) {
+    if (type != 2 && field != 0) continue;
+    Wire m(bytes);
+    uint32_t f, t;
+    uint64_t v = 0;
+    std::string_view b;
+    switch (field) {
+      case 1: {  // sample_type
+        std::pair<uint64_t, uint64_t> vt{0, 0};
+        while (!m.done() && m.Next(&f, &t, &v, &b)) {
+          if (f == 1) vt.first = v;
+          if (f == 2) vt.second = v;
+        }
+        sample_type_ids.push_back(vt);
+        break;
+      }
+      case 2: {  // sample
+        RawSample s;
+        while (!m.done() && m.Next(&f, &t, &v, &b)) {
+          if (f == 1) AppendScalars(t, v, b, &s.locations);
+          if (f == 2) AppendScalars(t, v, b, &s.values);
+          if (f == 3 && t == 2) {
+            Wire l(b);
+            uint32_t lf, lt;
+            uint64_t lv = 0;
+            std::string_view lb;
+            uint64_t key = 0, str = 0;
+            int64_t num = 0;
+            bool is_str = false;
+            while (!l.done() && l.Next(&lf, &lt, &lv, &lb)) {
+              if (lf == 1) key = lv;
+              if (lf == 2) str = lv, is_str = true;
+              if (lf == 3) num = static_cast<int64_t>(lv);
+            }
+            s.labels.emplace_back(key, str, num, is_str);
+          }
+        }
+        samples.push_back(std::move(s));
+        break;
+      }
+      case 3: {  // mapping
+        uint64_t id = 0, file = 0;
+        while (!m.done() && m.Next(&f, &t, &v, &b)) {
+          if (f == 1) id = v;
+          if (f == 5) file = v;
+        }
+        mappings[id] = file;
+        break;
+      }
+      case 4: {  // location
+        uint64_t id = 0;
+        RawLocation loc;
+        while (!m.done() && m.Next(&f, &t, &v, &b)) {
+          if (f == 1) id = v;
+          if (f == 2) loc.mapping = v;
+          if (f == 3) loc.address = v;
+          if (f == 4 && t == 2) {
+            Wire l(b);
+            uint32_t lf, lt;
+            uint64_t lv = 0;
+            std::string_view lb;
+            RawLine line;
+            while (!l.done() && l.Next(&lf, &lt, &lv, &lb)) {
+              if (lf == 1) line.function = lv;
+              if (lf == 2) line.line = static_cast<int64_t>(lv);
+            }
+            loc.lines.push_back(line);
+          }
+        }
+        locations[id] = std::move(loc);
+        break;
+      }
+      case 5: {  // function
+        uint64_t id = 0;
+        RawFunction fn;
+        while (!m.done() && m.Next(&f, &t, &v, &b)) {
+          if (f == 1) id = v;
+          if (f == 2) fn.name = v;
+          if (f == 3) fn.system_name = v;
+          if (f == 4) fn.file = v;
+          if (f == 5) fn.start_line = static_cast<int64_t>(v);
+        }
+        functions[id] = fn;
+        break;
+      }
+      case 6: strings.emplace_back(bytes); break;  // string_table
+      default: break;
+    }
+    if (m.failed()) p.error = "corrupt message in field " + std::to_string(field);
+  }
+  if (top.failed()) p.error = "corrupt profile";
+  auto str = [&](uint64_t i) { return i < strings.size() ? strings[i] : std::string("<bad string>"); };
+  for (const auto& [type_id, unit] : sample_type_ids) p.sample_types.push_back(str(type_id));
+  for (const auto& [id, fn] : functions) {
+    p.functions[id] = PFunction{str(fn.name), str(fn.system_name), str(fn.file), fn.start_line};
+  }
+  for (const RawSample& rs : samples) {
+    PSample s;
+    for (uint64_t v : rs.values) s.values.push_back(static_cast<int64_t>(v));
+    for (const auto& [key, sv, num, is_str] : rs.labels) {
+      if (is_str) s.str_labels[str(key)] = str(sv);
+      else s.num_labels[str(key)] = num;
+    }
+    for (uint64_t id : rs.locations) {
+      auto loc = locations.find(id);
+      if (loc == locations.end()) continue;
+      const std::string module =
+          mappings.count(loc->second.mapping) ? str(mappings[loc->second.mapping]) : "";
+      if (loc->second.lines.empty()) s.frames.push_back(PFrame{nullptr, 0, module, loc->second.address});
+      for (const RawLine& l : loc->second.lines) {
+        auto fn = p.functions.find(l.function);
+        s.frames.push_back(PFrame{fn == p.functions.end() ? nullptr : &fn->second, l.line, module,
+                                  loc->second.address});
+      }
+    }
+    p.samples.push_back(std::move(s));
+  }
+  return p;
+}
+
+// A Python frame: its function's file is a .py file or one CPython names in
+// angle brackets ("<frozen importlib._bootstrap>", "<string>"). Native frames
+// name C and C++ sources, or nothing.
+bool IsPython(const PFrame& f) {
+  if (!f.function) return false;
+  const std::string& file = f.function->file;
+  return EndsWith(file, ".py") || (!file.empty() && file[0] == '<');
+}
+
+std::string FrameText(const PFrame& f) {
+  if (!f.function) return "?" + f.module;
+  std::string s = f.function->name;
+  if (IsPython(f)) {
+    s += " (" + Basename(f.function->file) + ":" + std::to_string(f.function->start_line) +
+         ", line " + std::to_string(f.line) + ")";
+  }
+  return s;
+}
+
+// A sample's stack, root first, as one line.
+std::string StackText(const PSample& s) {
+  std::string out;
+  for (auto it = s.frames.rbegin(); it != s.frames.rend(); ++it) {
+    if (!out.empty()) out += ";";
+    out += FrameText(*it);
+  }
+  return out;
+}
+
+// The CPU samples' weight: the "cpu" value (nanoseconds); wall-clock ticks
+// carry none.
+int64_t CpuWeight(const PProfile& p, const PSample& s) {
+  const int i = p.ValueIndex("cpu");
+  return i >= 0 && static_cast<size_t>(i) < s.values.size() ? s.values[i] : 0;
+}
+
+// How many samples a pprof sample stands for: its "samples" value.
+int64_t SampleCount(const PProfile& p, const PSample& s) {
+  const int i = p.ValueIndex("samples");
+  return i >= 0 && static_cast<size_t>(i) < s.values.size() ? s.values[i] : 0;
+}
+
+// --- Running the programs -------------------------------------------------
+
+// The environment of every Python run: the interpreter's own packages only
+// (no user site, no PYTHONPATH of the machine's), no .pyc written into the
+// source tree.
+std::map<std::string, std::string> PythonEnv() {
+  return {{"PYTHONPATH", testing::kUnset},     {"PYTHONHOME", testing::kUnset},
+          {"PYTHONSTARTUP", testing::kUnset},  {"PYTHONNOUSERSITE", "1"},
+          {"PYTHONDONTWRITEBYTECODE", "1"},    {"PYTHONUNBUFFERED", testing::kUnset},
+          {"PYTHONFAULTHANDLER", testing::kUnset}};
+}
+
+// Fails the test unless Debian's python3 with torch and PIL is there.
+void RequirePythonWithTorchAndPil() {
+  ASSERT_EQ(access(kPython.c_str(), X_OK), 0)
+      << kPython << " is missing: run scripts/setup.sh (installs python3, python3-torch, python3-pil)";
+  ProcessResult r = RunProcess(
+      {kPython, "-c", "import sys, torch, PIL; print('%d.%d' % sys.version_info[:2])"}, PythonEnv(), 120);
+  ASSERT_EQ(r.exit_code, 0) << kPython << " cannot import torch and PIL: run scripts/setup.sh\n" << Show(r);
+  EXPECT_EQ(r.out, "3.11\n") << "the tests are written for Debian 12's python3 3.11";
+}
+
+struct PyRun {
+  std::string dir;
+  ProcessResult proc;
+  ProcessResult report;
+  PProfile pprof;
+  std::string folded;
+  Profile raw;  // the .dlprof files: each process's fields
+  std::vector<std::string> raw_errors;
+
+  // What a failure message needs to find the evidence.
+  std::string Where() const { return "(run folder " + dir + ", kept for inspection)"; }
+};
+
+// Removes the run folder unless the test failed.
+class KeepOnFailure {
+ public:
+  explicit KeepOnFailure(std::string dir) : dir_(std::move(dir)) {}
+  ~KeepOnFailure() {
+    if (!::testing::Test::HasFailure() && !dir_.empty()) RunCommand("rm -rf '" + dir_ + "'");
+  }
+
+ private:
+  std::string dir_;
+};
+
+// Runs `script args` profiled, then `dlprof report`, and reads the report.
+PyRun RunProfiled(const std::string& script, const std::vector<std::string>& args,
+                  const std::map<std::string, std::string>& dlprof_env, int timeout_s) {
+  PyRun run;
+  run.dir = MakeTempDir("dlprof-python");
+  std::map<std::string, std::string> env = PythonEnv();
+  env["DLPROF_SAMPLE"] = "1";
+  env["LD_PRELOAD"] = kLib;
+  env["DLPROF_OUT"] = run.dir + "/out";
+  for (const auto& [k, v] : dlprof_env) env[k] = v;
+  std::vector<std::string> argv = {kPython, Script(script)};
+  argv.insert(argv.end(), args.begin(), args.end());
+  run.proc = RunProcess(argv, env, timeout_s);
+  testing::WriteFile(run.dir + "/stdout", run.proc.out);
+  testing::WriteFile(run.dir + "/stderr", run.proc.err);
+  run.report = RunProcess({kDlprof, "report", run.dir + "/out", "-o", run.dir + "/report"}, {}, 120);
+  run.pprof = DecodePprof(run.dir + "/report/profile.pb.gz");
+  run.folded = ReadFile(run.dir + "/report/stacks.folded");
+  std::string error;
+  const std::vector<std::string> files = ListRunFiles(run.dir + "/out", &error);
+  if (!error.empty()) run.raw_errors.push_back(error);
+  ReadDlprofFiles(files, &run.raw, &run.raw_errors);
+  return run;
+}
+
+// The JSON lines a program printed (other lines are skipped).
+std::vector<nlohmann::json> JsonLines(const std::string& out) {
+  std::vector<nlohmann::json> lines;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] != '{') continue;
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded()) lines.push_back(std::move(j));
+  }
+  return lines;
+}
+
+// Every process of the run says it is CPython 3.11 and that its Python frames
+// were on.
+void ExpectPythonFramesOn(const PyRun& run) {
+  EXPECT_TRUE(run.raw_errors.empty()) << ::testing::PrintToString(run.raw_errors) << " " << run.Where();
+  for (const Process& proc : run.raw.processes) {
+    auto field = [&](const char* key) {
+      auto it = proc.fields.find(key);
+      return it == proc.fields.end() ? std::string("(missing)") : it->second;
+    };
+    EXPECT_TRUE(StartsWith(field("python"), "3.11"))
+        << "pid " << proc.pid << " (" << proc.role << "): python = " << field("python");
+    EXPECT_EQ(field("python_frames"), "on") << "pid " << proc.pid << " (" << proc.role << ")";
+  }
+}
+
+// The pids of the CPU samples, with their role labels.
+std::map<int64_t, std::string> PidsWithRoles(const PProfile& p) {
+  std::map<int64_t, std::string> pids;
+  for (const PSample& s : p.samples) {
+    if (s.Num("pid") >= 0) pids[s.Num("pid")] = s.Str("role");
+  }
+  return pids;
+}
+
+// The index in s.frames (leaf first) of the first Python frame named `name`
+// in a file ending with `file_suffix`, or -1.
+int FindPython(const PSample& s, const std::string& name, const std::string& file_suffix) {
+  for (size_t i = 0; i < s.frames.size(); ++i) {
+    const PFrame& f = s.frames[i];
+    if (IsPython(f) && f.function->name == name && EndsWith(f.function->file, file_suffix)) {
+      return static_cast<int>(i);
+    }
+  }
+  return -1;
+}
+
+// The next Python frame outward of frame i (toward the root), or null.
+const PFrame* PythonCaller(const PSample& s, int i) {
+  for (size_t j = static_cast<size_t>(i) + 1; j < s.frames.size(); ++j) {
+    if (IsPython(s.frames[j])) return &s.frames[j];
+  }
+  return nullptr;
+}
+
+// The heaviest stacks of one process, for failure messages.
+std::string TopStacks(const PProfile& p, int64_t pid, size_t n = 8) {
+  std::map<std::string, int64_t> by_stack;
+  int64_t total = 0;
+  for (const PSample& s : p.samples) {
+    if (s.Num("pid") != pid || CpuWeight(p, s) <= 0) continue;
+    by_stack[StackText(s)] += CpuWeight(p, s);
+    total += CpuWeight(p, s);
+  }
+  std::vector<std::pair<int64_t, std::string>> sorted;
+  for (const auto& [stack, w] : by_stack) sorted.emplace_back(w, stack);
+  std::sort(sorted.rbegin(), sorted.rend());
+  std::ostringstream out;
+  out << "heaviest stacks of pid " << pid << " (" << total / 1000000 << " ms of CPU):\n";
+  for (size_t i = 0; i < sorted.size() && i < n; ++i) {
+    out << "  " << 100.0 * sorted[i].first / std::max<int64_t>(total, 1) << "%  " << sorted[i].second << "\n";
+  }
+  return out.str();
+}
+
+// --- Accuracy ---------------------------------------------------------------
+
+struct Shares {
+  std::map<std::string, double> by_function;  // percent of a + b + c
+  int64_t abc_ns = 0, total_ns = 0, abc_samples = 0;
+  int64_t eval_frames_left = 0;  // samples in a/b/c that still show _PyEval_EvalFrameDefault
+  int64_t wrong_caller = 0;      // samples in a/b/c whose Python caller is not run()
+  std::string example_wrong;
+};
+
+// a/b/c's shares of the CPU samples of `pid`, by the innermost of the three
+// in each sample's Python frames.
+Shares SharesOf(const PProfile& p, int64_t pid) {
+  Shares sh;
+  std::map<std::string, int64_t> ns;
+  for (const PSample& s : p.samples) {
+    if (s.Num("pid") != pid) continue;
+    const int64_t w = CpuWeight(p, s);
+    if (w <= 0) continue;
+    sh.total_ns += w;
+    for (const char* name : {"a", "b", "c"}) {
+      const int i = FindPython(s, name, "/cpu_shares.py");
+      if (i < 0) continue;
+      ns[name] += w;
+      sh.abc_ns += w;
+      sh.abc_samples += SampleCount(p, s);
+      for (const PFrame& f : s.frames) {
+        if (f.function && f.function->name == "_PyEval_EvalFrameDefault") {
+          sh.eval_frames_left += SampleCount(p, s);
+          break;
+        }
+      }
+      const PFrame* caller = PythonCaller(s, i);
+      if (!caller || caller->function->name != "run") {
+        sh.wrong_caller += SampleCount(p, s);
+        if (sh.example_wrong.empty()) sh.example_wrong = StackText(s);
+      }
+      break;
+    }
+  }
+  for (const char* name : {"a", "b", "c"}) {
+    sh.by_function[name] = sh.abc_ns ? 100.0 * ns[name] / sh.abc_ns : 0;
+  }
+  return sh;
+}
+
+void ExpectSharesMatch(const PyRun& run, const nlohmann::json& measured) {
+  const int64_t pid = measured.value("pid", -1);
+  SCOPED_TRACE("pid " + std::to_string(pid) + " (" + measured.value("role", "?") + ")");
+  const Shares sh = SharesOf(run.pprof, pid);
+  std::ostringstream got;
+  got << "profile: a " << sh.by_function.at("a") << "%, b " << sh.by_function.at("b") << "%, c "
+      << sh.by_function.at("c") << "% of " << sh.abc_samples << " samples in a/b/c; program: "
+      << measured["shares"].dump() << "\n" << TopStacks(run.pprof, pid) << run.Where();
+  // 2.5 s at 997 Hz is ~2500 samples in a, b and c.
+  ASSERT_GE(sh.abc_samples, 1500) << "too few samples name a, b or c\n" << got.str();
+  // The shares are of a + b + c on both sides (the program's clock sees
+  // only its own functions); they must also be nearly all of the process:
+  // what is left is the interpreter's start, imports and the driver loop.
+  EXPECT_GE(100.0 * sh.abc_ns / std::max<int64_t>(sh.total_ns, 1), 90.0)
+      << "a/b/c cover too little of the process's CPU samples: Python frames missing?\n" << got.str();
+  for (const char* name : {"a", "b", "c"}) {
+    EXPECT_NEAR(sh.by_function.at(name), measured["shares"].value(name, -100.0), 3.0)
+        << "share of " << name << "\n" << got.str();
+  }
+  // Each a/b/c frame sits under run(), and the interpreter's eval loop frames
+  // were replaced by the Python frames.
+  EXPECT_EQ(sh.wrong_caller, 0) << "samples whose a/b/c frame is not called by run(), e.g.\n  "
+                                << sh.example_wrong << "\n" << run.Where();
+  EXPECT_LE(sh.eval_frames_left, sh.abc_samples / 100)
+      << "samples in a/b/c still showing _PyEval_EvalFrameDefault\n" << got.str();
+}
+
+TEST(PythonFrames, CpuSharesByPythonFunctionMatchTheProgramsOwnClock) {
+  RequirePythonWithTorchAndPil();
+  if (HasFatalFailure()) return;
+  PyRun run = RunProfiled("cpu_shares.py", {"2.5"}, {{"DLPROF_HZ", "997"}}, 60);
+  KeepOnFailure keep(run.dir);
+  ASSERT_EQ(run.proc.exit_code, 0) << Show(run.proc);
+  ASSERT_EQ(run.report.exit_code, 0) << Show(run.report);
+  ASSERT_EQ(run.pprof.error, "") << run.Where();
+  ExpectPythonFramesOn(run);
+  const auto lines = JsonLines(run.proc.out);
+  ASSERT_EQ(lines.size(), 1u) << Show(run.proc);
+  ExpectSharesMatch(run, lines[0]);
+  // stacks.folded names them as `qualname (file:def line)`.
+  for (const char* name : {"a", "b", "c"}) {
+    const std::regex frame(std::string(";") + name + R"( \(cpu_shares\.py:\d+\)[; ])");
+    EXPECT_TRUE(std::regex_search(run.folded, frame))
+        << name << " missing from stacks.folded:\n" << run.folded.substr(0, 3000) << run.Where();
+  }
+}
+
+TEST(PythonFrames, CpuSharesHoldInTheMainProcessAndAForkedWorkerAtOnce) {
+  RequirePythonWithTorchAndPil();
+  if (HasFatalFailure()) return;
+  PyRun run = RunProfiled("cpu_shares.py", {"2.5", "--fork"}, {{"DLPROF_HZ", "997"}}, 60);
+  KeepOnFailure keep(run.dir);
+  ASSERT_EQ(run.proc.exit_code, 0) << Show(run.proc);
+  ASSERT_EQ(run.report.exit_code, 0) << Show(run.report);
+  ASSERT_EQ(run.pprof.error, "") << run.Where();
+  ExpectPythonFramesOn(run);
+  const auto lines = JsonLines(run.proc.out);
+  ASSERT_EQ(lines.size(), 2u) << Show(run.proc);
+  const auto pids = PidsWithRoles(run.pprof);
+  std::set<std::string> roles;
+  for (const nlohmann::json& measured : lines) {
+    const int64_t pid = measured.value("pid", -1);
+    ASSERT_TRUE(pids.count(pid)) << "no samples of pid " << pid << " (" << measured.value("role", "?")
+                                 << ") in the profile; pids there: " << ::testing::PrintToString(pids)
+                                 << " " << run.Where();
+    roles.insert(pids.at(pid));
+    ExpectSharesMatch(run, measured);
+  }
+  EXPECT_EQ(roles, (std::set<std::string>{"main", "worker"})) << "role labels of the two processes";
+}
+
+// --- DataLoader ---------------------------------------------------------------
+
+struct FunctionSeen {
+  int64_t ns = 0;          // CPU samples' weight with the function in their stack
+  int64_t samples = 0;
+  std::set<int64_t> start_lines, lines;
+  std::set<std::string> files, callers;
+};
+
+// What the CPU samples of `pid` say of the Python function `name`.
+FunctionSeen Seen(const PProfile& p, int64_t pid, const std::string& name) {
+  FunctionSeen seen;
+  for (const PSample& s : p.samples) {
+    if (s.Num("pid") != pid || CpuWeight(p, s) <= 0) continue;
+    for (size_t i = 0; i < s.frames.size(); ++i) {
+      const PFrame& f = s.frames[i];
+      if (!IsPython(f) || f.function->name != name) continue;
+      seen.ns += CpuWeight(p, s);
+      seen.samples += SampleCount(p, s);
+      seen.start_lines.insert(f.function->start_line);
+      seen.lines.insert(f.line);
+      seen.files.insert(f.function->file);
+      const PFrame* caller = PythonCaller(s, static_cast<int>(i));
+      seen.callers.insert(caller ? caller->function->name : "(none)");
+      break;
+    }
+  }
+  return seen;
+}
+
+int64_t CpuOf(const PProfile& p, int64_t pid) {
+  int64_t ns = 0;
+  for (const PSample& s : p.samples) {
+    if (s.Num("pid") == pid) ns += CpuWeight(p, s);
+  }
+  return ns;
+}
+
+TEST(PythonFrames, DataLoaderWorkersShowAugmentAndGetitemWithFileAndLine) {
+  RequirePythonWithTorchAndPil();
+  if (HasFatalFailure()) return;
+  PyRun run = RunProfiled("dataloader.py", {}, {{"DLPROF_HZ", "997"}}, 90);
+  KeepOnFailure keep(run.dir);
+  ASSERT_EQ(run.proc.exit_code, 0) << Show(run.proc);
+  ASSERT_EQ(run.report.exit_code, 0) << Show(run.report);
+  ASSERT_EQ(run.pprof.error, "") << run.Where();
+  ExpectPythonFramesOn(run);
+  const auto lines = JsonLines(run.proc.out);
+  ASSERT_EQ(lines.size(), 1u) << Show(run.proc);
+  const nlohmann::json& info = lines[0];
+  const int64_t main_pid = info.value("pid", -1);
+  const std::string file = info.value("file", "");
+  EXPECT_EQ(file, Script("dataloader.py"));
+  const int64_t augment_line = info["augment"].value("line", -1);
+  const int64_t getitem_line = info["getitem"].value("line", -1);
+  const int64_t train_line = info["train"].value("line", -1);
+  const std::string getitem = info["getitem"].value("qualname", "");
+  ASSERT_EQ(getitem, "JpegDataset.__getitem__");
+
+  // The main process and its two DataLoader workers, by their labels.
+  const auto pids = PidsWithRoles(run.pprof);
+  std::vector<int64_t> workers;
+  for (const auto& [pid, role] : pids) {
+    if (pid != main_pid) workers.push_back(pid);
+  }
+  ASSERT_TRUE(pids.count(main_pid)) << "no samples of the main process " << main_pid << ": "
+                                    << ::testing::PrintToString(pids) << run.Where();
+  EXPECT_EQ(pids.at(main_pid), "main");
+  ASSERT_EQ(workers.size(), 2u) << "processes in the profile: " << ::testing::PrintToString(pids)
+                                << run.Where();
+
+  for (int64_t pid : workers) {
+    SCOPED_TRACE("worker pid " + std::to_string(pid));
+    EXPECT_EQ(pids.at(pid), "worker");
+    const std::string stacks = TopStacks(run.pprof, pid) + run.Where();
+    const FunctionSeen aug = Seen(run.pprof, pid, "augment");
+    const FunctionSeen get = Seen(run.pprof, pid, getitem);
+    ASSERT_GT(aug.samples, 20) << "augment hardly seen in the worker\n" << stacks;
+    ASSERT_GT(get.samples, 20) << getitem << " hardly seen in the worker\n" << stacks;
+    // augment is most of each item's work (resize, rotate, blur and the
+    // pixel loop) and each item is most of a worker's CPU.
+    EXPECT_GE(100.0 * aug.ns / std::max<int64_t>(CpuOf(run.pprof, pid), 1), 30.0) << stacks;
+    EXPECT_EQ(aug.files, std::set<std::string>{file}) << stacks;
+    EXPECT_EQ(aug.start_lines, std::set<int64_t>{augment_line}) << stacks;
+    EXPECT_EQ(aug.callers, std::set<std::string>{getitem}) << stacks;
+    EXPECT_EQ(get.files, std::set<std::string>{file}) << stacks;
+    EXPECT_EQ(get.start_lines, std::set<int64_t>{getitem_line}) << stacks;
+    // The line being run is inside the function's body (augment's body is
+    // its 12 lines after the def).
+    for (int64_t line : aug.lines) {
+      EXPECT_TRUE(line > augment_line && line <= augment_line + 12) << "augment at line " << line;
+    }
+    for (int64_t line : get.lines) {
+      EXPECT_TRUE(line > getitem_line && line <= getitem_line + 5) << getitem << " at line " << line;
+    }
+    // PIL's C code runs inside augment: a native frame of PIL's extension
+    // module leafward of the augment frame.
+    int64_t pil_inside = 0;
+    for (const PSample& s : run.pprof.samples) {
+      if (s.Num("pid") != pid) continue;
+      const int i = FindPython(s, "augment", "/dataloader.py");
+      for (int j = 0; j < i; ++j) {
+        if (s.frames[j].module.find("PIL/_imaging") != std::string::npos) {
+          pil_inside += SampleCount(run.pprof, s);
+          break;
+        }
+      }
+    }
+    EXPECT_GT(pil_inside, 0) << "no sample shows PIL's native code called from augment\n" << stacks;
+  }
+
+  // The main process runs the training loop; it never calls augment.
+  const FunctionSeen train = Seen(run.pprof, main_pid, "train");
+  EXPECT_GT(train.samples, 5) << TopStacks(run.pprof, main_pid) << run.Where();
+  EXPECT_EQ(train.start_lines, std::set<int64_t>{train_line});
+  EXPECT_EQ(train.files, std::set<std::string>{file});
+  EXPECT_EQ(Seen(run.pprof, main_pid, "augment").samples, 0);
+
+  // stacks.folded: `qualname (basename:def line)`, augment under __getitem__.
+  const std::string aug_frame = "augment (dataloader.py:" + std::to_string(augment_line) + ")";
+  const std::string get_frame = getitem + " (dataloader.py:" + std::to_string(getitem_line) + ")";
+  const std::string train_frame = "train (dataloader.py:" + std::to_string(train_line) + ")";
+  EXPECT_NE(run.folded.find(";" + get_frame + ";" + aug_frame), std::string::npos)
+      << "stacks.folded lacks `" << get_frame << ";" << aug_frame << "`:\n"
+      << run.folded.substr(0, 4000) << run.Where();
+  EXPECT_NE(run.folded.find(";" + train_frame), std::string::npos)
+      << "stacks.folded lacks `" << train_frame << "`" << run.Where();
+}
+
+// --- Robustness -----------------------------------------------------------
+
+int RobustnessSeconds() {
+  const char* s = getenv("DLPROF_PY_ROBUSTNESS_SECONDS");
+  const int n = s && *s ? atoi(s) : 0;
+  return n > 0 ? n : 60;
+}
+
+bool IsFile(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+TEST(PythonFrames, RobustnessMinuteAt1000HzNamesOnlyRealFunctions) {
+  RequirePythonWithTorchAndPil();
+  if (HasFatalFailure()) return;
+  const int seconds = RobustnessSeconds();
+  // The program's output does not depend on how long it runs: the
+  // unprofiled run it is compared with takes 2 s.
+  ProcessResult plain = RunProcess({kPython, Script("robustness.py"), "2"}, PythonEnv(), 60);
+  ASSERT_EQ(plain.exit_code, 0) << Show(plain);
+  PyRun run = RunProfiled("robustness.py", {std::to_string(seconds)}, {{"DLPROF_HZ", "1000"}},
+                          seconds + 40);
+  KeepOnFailure keep(run.dir);
+  ASSERT_NE(run.proc.term_signal, SIGKILL) << "hung: killed after " << seconds + 40 << " s\n"
+                                           << Show(run.proc) << run.Where();
+  ASSERT_EQ(run.proc.term_signal, 0) << Show(run.proc) << run.Where();
+  ASSERT_EQ(run.proc.exit_code, 0) << Show(run.proc) << run.Where();
+  EXPECT_EQ(run.proc.out, plain.out) << run.Where();
+  EXPECT_EQ(run.proc.err, plain.err) << "profiled stderr: <<" << run.proc.err << ">>\nunprofiled: <<"
+                                     << plain.err << ">>\n" << run.Where();
+  ASSERT_EQ(run.report.exit_code, 0) << Show(run.report);
+  ASSERT_EQ(run.pprof.error, "") << run.Where();
+  ExpectPythonFramesOn(run);
+  // The main process and its two fork children.
+  EXPECT_EQ(run.raw.processes.size(), 3u) << run.Where();
+
+  const auto lines = JsonLines(plain.out);
+  ASSERT_EQ(lines.size(), 1u) << Show(plain);
+  std::set<std::string> own;
+  for (const auto& q : lines[0]["qualnames"]) own.insert(q.get<std::string>());
+  const std::string dynamic_file = lines[0]["dynamic"].value("file", "");
+  const std::string dynamic_prefix = lines[0]["dynamic"].value("prefix", "");
+  const std::string script = Script("robustness.py");
+
+  // Every Python frame: one of the program's own functions, a function of
+  // the code it compiles, or a function of a real file of the Python
+  // installation (or a frozen module).
+  const std::regex qualname(R"(^[A-Za-z_<][A-Za-z0-9_<>.]*$)");
+  std::map<std::string, int64_t> bad;  // "why: frame" -> samples
+  std::map<std::string, int64_t> own_seen, files_seen;  // -> samples
+  int64_t python_frames = 0, cpu_samples = 0, with_python = 0;
+  size_t deepest = 0;
+  // What is wrong with a function ("" if nothing) and what it counts as in
+  // own_seen, once per function.
+  std::map<const PFunction*, std::pair<std::string, std::string>> verdicts;
+  auto judge = [&](const PFunction& fn) -> std::pair<std::string, std::string> {
+    const std::string text = fn.name + " (" + fn.file + ":" + std::to_string(fn.start_line) + ")";
+    if (!std::regex_match(fn.name, qualname)) return {"not a qualified name: " + text, ""};
+    if (fn.start_line <= 0) return {"no def line: " + text, ""};
+    if (fn.file == script) {
+      if (own.count(fn.name)) return {"", fn.name};
+      return {"not one of robustness.py's functions: " + text, ""};
+    }
+    if (fn.file == dynamic_file) {
+      if (StartsWith(fn.name, dynamic_prefix)) return {"", dynamic_prefix + "*"};
+      if (fn.name == "<module>") return {"", ""};
+      return {"not one of the compiled functions: " + text, ""};
+    }
+    // Frozen stdlib modules; code the stdlib compiles itself (namedtuple,
+    // dataclasses).
+    if (StartsWith(fn.file, "<frozen ") || fn.file == "<string>") return {"", ""};
+    if (!(StartsWith(fn.file, "/usr/lib/python3") || StartsWith(fn.file, "/usr/local/lib/python3")) ||
+        !IsFile(fn.file)) {
+      return {"not a file of the Python installation: " + text, ""};
+    }
+    return {"", ""};
+  };
+  for (const PSample& s : run.pprof.samples) {
+    if (CpuWeight(run.pprof, s) <= 0) continue;
+    const int64_t n = SampleCount(run.pprof, s);
+    cpu_samples += n;
+    deepest = std::max(deepest, s.frames.size());
+    std::set<std::string> bad_here, own_here, files_here;
+    for (const PFrame& f : s.frames) {
+      if (!IsPython(f)) continue;
+      ++python_frames;
+      const PFunction& fn = *f.function;
+      auto it = verdicts.find(&fn);
+      if (it == verdicts.end()) it = verdicts.emplace(&fn, judge(fn)).first;
+      if (!it->second.first.empty()) bad_here.insert(it->second.first);
+      if (!it->second.second.empty()) own_here.insert(it->second.second);
+      if (f.line != 0 && f.line < fn.start_line) bad_here.insert("line before the def line: " + FrameText(f));
+      files_here.insert(fn.file);
+    }
+    for (const auto& why : bad_here) bad[why] += n;
+    for (const auto& name : own_here) own_seen[name] += n;
+    for (const auto& file : files_here) files_seen[file] += n;
+    if (!files_here.empty()) with_python += n;
+  }
+  std::ostringstream diag;
+  diag << cpu_samples << " CPU samples, " << with_python << " with Python frames (" << python_frames
+       << " Python frames in " << run.pprof.samples.size() << " pprof samples); deepest stack " << deepest
+       << " frames; samples per Python file:\n";
+  for (const auto& [file, n] : files_seen) diag << "  " << n << "  " << file << "\n";
+  diag << "own functions seen: " << ::testing::PrintToString(own_seen) << "\n" << run.Where();
+  EXPECT_TRUE(bad.empty()) << [&] {
+    std::ostringstream s;
+    for (const auto& [why, n] : bad) s << "  " << n << " x " << why << "\n";
+    return s.str();
+  }() << diag.str();
+  // Each workload was seen: sampling went on through all of them.
+  for (const char* name : {"recurse", "squares", "coro_leaf", "fail_deep", "make_adder.<locals>.add",
+                           "thread_body", "fork_child", "run_dynamic"}) {
+    EXPECT_GT(own_seen[name], 0) << name << " never sampled\n" << diag.str();
+  }
+  EXPECT_GT(own_seen[dynamic_prefix + "*"], 0) << "no compiled function sampled\n" << diag.str();
+  // Most samples are of Python code.
+  EXPECT_GE(with_python, cpu_samples / 2) << diag.str();
+
+  // stacks.folded names the same functions.
+  const std::regex folded_frame(R"(([^;]+) \(([^;()]+):(\d+)\))");
+  std::map<std::string, int64_t> folded_bad;
+  for (auto it = std::sregex_iterator(run.folded.begin(), run.folded.end(), folded_frame);
+       it != std::sregex_iterator(); ++it) {
+    const std::string name = (*it)[1], file = (*it)[2];
+    if (file == "robustness.py" && !own.count(name)) ++folded_bad[name + " (" + file + ")"];
+    if (file == dynamic_file && name != "<module>" && !StartsWith(name, dynamic_prefix)) {
+      ++folded_bad[name + " (" + file + ")"];
+    }
+  }
+  EXPECT_TRUE(folded_bad.empty()) << "stacks.folded frames that are not the program's: "
+                                  << ::testing::PrintToString(folded_bad) << run.Where();
+  EXPECT_NE(run.folded.find("recurse (robustness.py:"), std::string::npos) << run.Where();
+}
+
+}  // namespace
+}  // namespace dlprof
