@@ -1339,7 +1339,7 @@ void StopSamplingThread(ThreadSlot* s, std::atomic<bool>* warned, const char* li
 
 }  // namespace
 
-void AfterProgramMask(bool sigprof_blocked) {
+void AfterProgramMask(bool sigprof_blocked, bool blocks_all) {
   // Cheap tests first: libraries mask signals often (libunwind around each
   // step of its slow path), and OwnSession() is a getpid() syscall.
   ThreadSlot* s = t_slot;
@@ -1351,7 +1351,8 @@ void AfterProgramMask(bool sigprof_blocked) {
     return;
   }
   static std::atomic<bool> warned{false};
-  StopSamplingThread(s, &warned,
+  static std::atomic<bool> quiet{true};
+  StopSamplingThread(s, blocks_all ? &quiet : &warned,
                      "dlprof: a thread of the program blocks SIGPROF; dlprof does not sample it "
                      "while it does (its wall time is still recorded)\n");
   TakeOwnPendingSigprof();

@@ -55,9 +55,11 @@ void AfterFailedExec(bool prepared);
 // pthread_sigmask/sigprocmask (core/signals.h). Blocked: its timer is
 // disarmed and dlprof's pending ticks taken back, so none reaches the
 // program's sigwait/signalfd/sigpending; one line on stderr, once per
-// process. Unblocked: sampled again. This function is safe to call from
-// asynchronous signals, as far as the timer lock allows (see TimerLock).
-void AfterProgramMask(bool sigprof_blocked);
+// process, unless the thread blocks every signal (`blocks_all`: a helper
+// thread, not sampled and not worth a line). Unblocked: sampled again. This
+// function is safe to call from asynchronous signals, as far as the timer
+// lock allows (see TimerLock).
+void AfterProgramMask(bool sigprof_blocked, bool blocks_all);
 
 // The program is about to change its user or group ids (setuid, ...): the
 // profile file is kept open from now on, since the new ids may not open it.

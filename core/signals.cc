@@ -280,7 +280,15 @@ int ProgramSigmaskCall(int how, const sigset_t* set, sigset_t* old, bool pthread
       if (sigismember(set, signo) == 1) sigdelset(&now, signo);
     }
   }
-  AfterProgramMask(sigismember(&now, SIGPROF) == 1);
+  // A thread that blocks every signal is a helper thread keeping out of
+  // signal delivery (Python's multiprocessing resource_sharer, which every
+  // DataLoader with workers starts, gRPC's and glib's pools), not one that
+  // waits for SIGPROF itself.
+  bool blocks_all = true;
+  for (int signo : {SIGHUP, SIGINT, SIGTERM, SIGUSR1, SIGUSR2, SIGCHLD, SIGALRM}) {
+    blocks_all &= sigismember(&now, signo) == 1;
+  }
+  AfterProgramMask(sigismember(&now, SIGPROF) == 1, blocks_all);
   return rc;
 }
 
