@@ -362,6 +362,10 @@ PProfile DecodePprof(const std::string& path) {
   return p;
 }
 
+// What the runtime names a Python frame whose code object it could not read
+// (core/python_codes.h): no file, no line.
+const std::string kUnknownPython = "[unknown python code]";
+
 // A Python frame: its function's file is a .py file or one CPython names in
 // angle brackets ("<frozen importlib._bootstrap>", "<string>"). Native frames
 // name C and C++ sources, or nothing.
@@ -849,7 +853,7 @@ TEST(PythonFrames, RobustnessMinuteAt1000HzNamesOnlyRealFunctions) {
   const std::regex qualname(R"(^[A-Za-z_<][A-Za-z0-9_<>.]*$)");
   std::map<std::string, int64_t> bad;  // "why: frame" -> samples
   std::map<std::string, int64_t> own_seen, files_seen;  // -> samples
-  int64_t python_frames = 0, cpu_samples = 0, with_python = 0;
+  int64_t python_frames = 0, cpu_samples = 0, with_python = 0, with_unknown = 0;
   size_t deepest = 0;
   // What is wrong with a function ("" if nothing) and what it counts as in
   // own_seen, once per function.
@@ -882,7 +886,11 @@ TEST(PythonFrames, RobustnessMinuteAt1000HzNamesOnlyRealFunctions) {
     cpu_samples += n;
     deepest = std::max(deepest, s.frames.size());
     std::set<std::string> bad_here, own_here, files_here;
+    bool unknown_here = false;
     for (const PFrame& f : s.frames) {
+      // A frame whose code object was gone before it could be named is
+      // marked as such, not named after whatever took its place.
+      if (f.function && f.function->name == kUnknownPython) unknown_here = true;
       if (!IsPython(f)) continue;
       ++python_frames;
       const PFunction& fn = *f.function;
@@ -896,10 +904,12 @@ TEST(PythonFrames, RobustnessMinuteAt1000HzNamesOnlyRealFunctions) {
     for (const auto& why : bad_here) bad[why] += n;
     for (const auto& name : own_here) own_seen[name] += n;
     for (const auto& file : files_here) files_seen[file] += n;
-    if (!files_here.empty()) with_python += n;
+    if (!files_here.empty() || unknown_here) with_python += n;
+    if (unknown_here) with_unknown += n;
   }
   std::ostringstream diag;
-  diag << cpu_samples << " CPU samples, " << with_python << " with Python frames (" << python_frames
+  diag << cpu_samples << " CPU samples, " << with_python << " with Python frames (" << with_unknown
+       << " with \"" << kUnknownPython << "\"; " << python_frames
        << " Python frames in " << run.pprof.samples.size() << " pprof samples); deepest stack " << deepest
        << " frames; samples per Python file:\n";
   for (const auto& [file, n] : files_seen) diag << "  " << n << "  " << file << "\n";
@@ -915,7 +925,12 @@ TEST(PythonFrames, RobustnessMinuteAt1000HzNamesOnlyRealFunctions) {
     EXPECT_GT(own_seen[name], 0) << name << " never sampled\n" << diag.str();
   }
   EXPECT_GT(own_seen[dynamic_prefix + "*"], 0) << "no compiled function sampled\n" << diag.str();
-  // Most samples are of Python code.
+  // Most samples are of Python code, and few lost a frame's name. The
+  // program frees code on purpose, 20 functions every few ms (a quarter of
+  // its samples run one); most programs free little more than each module's
+  // code after its import. 2.3% of the samples of a 10 s run had an unknown
+  // frame, most in the fork children (dlprof at 2414223).
+  EXPECT_LE(with_unknown, cpu_samples / 20) << diag.str();
   EXPECT_GE(with_python, cpu_samples / 2) << diag.str();
 
   // stacks.folded names the same functions.
