@@ -130,9 +130,19 @@ void ParseLnotab310(const uint8_t* p, size_t n, int first_line,
 
 }  // namespace
 
+bool PythonCodeReader::LooksAlive(uintptr_t object, uintptr_t type) const {
+  uint64_t refcnt;
+  uintptr_t actual;
+  // 2^33: far above any real count, and the immortal counts of 3.12 (2^30-1)
+  // and 3.13 (2^32-1); far below a heap address in a free-list link.
+  return SafeLoadU64(object, &refcnt) && refcnt >= 1 && refcnt <= (1ull << 33) &&
+         SafeLoadPtr(object + layout_.object_type, &actual) && actual == type;
+}
+
 bool PythonCodeReader::ReadString(uintptr_t unicode, std::string* out) const {
   out->clear();
   if (unicode == 0 || unicode % alignof(void*) != 0) return false;
+  if (unicode_type_ != 0 && !LooksAlive(unicode, unicode_type_)) return false;
   uint64_t length;
   uint32_t state;
   if (!SafeLoadU64(unicode + layout_.unicode_length, &length) ||
@@ -180,10 +190,7 @@ bool PythonCodeReader::Read(uintptr_t code, PyCodeInfo* out) const {
 
 bool PythonCodeReader::ReadInto(uintptr_t code, PyCodeInfo* out) const {
   if (code == 0 || code % alignof(void*) != 0) return false;
-  if (code_type_ != 0) {
-    uintptr_t type;
-    if (!SafeLoadPtr(code + layout_.object_type, &type) || type != code_type_) return false;
-  }
+  if (code_type_ != 0 && !LooksAlive(code, code_type_)) return false;
   const uint32_t name_offset =
       layout_.code_qualname != kNoOffset ? layout_.code_qualname : layout_.code_name;
   uintptr_t table;

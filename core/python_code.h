@@ -29,9 +29,14 @@ struct PyCodeInfo {
 
 class PythonCodeReader {
  public:
-  // `code_type` is the address of PyCode_Type in the process (0: not checked).
-  PythonCodeReader(const PythonLayout& layout, uintptr_t code_type)
-      : layout_(layout), code_type_(code_type) {}
+  // `code_type` and `unicode_type` are the addresses of PyCode_Type and
+  // PyUnicode_Type in the process (0: not checked). When given, the object
+  // must also look alive: a reference count from 1 to 2^33. A freed object
+  // whose memory was not reused keeps its type and fields, but not its count:
+  // pymalloc puts its free-list link there (and glibc's tcache overwrites the
+  // type), so a freed code object is not read, nor a freed name after it.
+  PythonCodeReader(const PythonLayout& layout, uintptr_t code_type, uintptr_t unicode_type = 0)
+      : layout_(layout), code_type_(code_type), unicode_type_(unicode_type) {}
 
   // Reads the code object at `code`: names (UTF-8, at most 1 KiB each),
   // first line and line table (at most 64 KiB). False when `code` is not a
@@ -49,8 +54,11 @@ class PythonCodeReader {
  private:
   bool ReadString(uintptr_t unicode, std::string* out) const;
   bool ReadInto(uintptr_t code, PyCodeInfo* out) const;  // Read() without the reset
+  // The object at `object` has type `type` and a live reference count.
+  bool LooksAlive(uintptr_t object, uintptr_t type) const;
   const PythonLayout& layout_;
   uintptr_t code_type_;
+  uintptr_t unicode_type_;
 };
 
 }  // namespace dlprof

@@ -26,7 +26,7 @@ uint64_t PythonCodeTable::FrameWord(const PythonRuntime& py, uint64_t code_word,
     // Not seen, or another object was there when it was read: read it now,
     // and keep it only if it is still the one the sample saw.
     Entry e;
-    PythonCodeReader reader(*py.layout, py.code_type);
+    PythonCodeReader reader(*py.layout, py.code_type, py.unicode_type);
     if (identity == 0 || !reader.Read(code, &e.info) ||
         PyCodeIdentity(code, *py.layout) != identity) {
       ++unreadable_;

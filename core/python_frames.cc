@@ -111,6 +111,7 @@ bool StartPythonFrames(std::string* version, std::string* state) {
   g_python.layout = layout;
   g_python.runtime = reinterpret_cast<uintptr_t>(runtime);
   g_python.code_type = reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, "PyCode_Type"));
+  g_python.unicode_type = reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, "PyUnicode_Type"));
   g_python.major = major;
   g_python.minor = minor;
   g_python.micro = micro;

@@ -19,7 +19,8 @@ struct ThreadSlot;
 struct PythonRuntime {
   const PythonLayout* layout = nullptr;
   uintptr_t runtime = 0;    // &_PyRuntime
-  uintptr_t code_type = 0;  // &PyCode_Type
+  uintptr_t code_type = 0;     // &PyCode_Type
+  uintptr_t unicode_type = 0;  // &PyUnicode_Type
   int major = 0, minor = 0, micro = 0;
 };
 

@@ -21,6 +21,7 @@
 #include <gtest/gtest.h>
 
 #include "core/python_code.h"
+#include "core/safe_load.h"
 
 #ifdef DLPROF_HAVE_PYTHON
 #include "core/fault_handler.h"
@@ -449,6 +450,40 @@ TEST_F(PythonCodeTest, StillSameTellsAnotherCodeObject) {
   ASSERT_NE(again, nullptr);
   if (again == Py_None) GTEST_SKIP() << "the block was not reused in 2000 tries";
   EXPECT_FALSE(Checked().StillSame(address, first_info));
+}
+
+// A code object freed and not (yet) reused keeps its type and its fields, so
+// only its reference count tells: pymalloc's free-list link, or glibc's
+// tcache entry (which also overwrites the type). Such a block is not read,
+// and neither is a freed name string.
+TEST_F(PythonCodeTest, FreedCodeObjectsAndNamesAreNotRead) {
+  const PythonCodeReader checked(*layout_, reinterpret_cast<uintptr_t>(&PyCode_Type),
+                                 reinterpret_cast<uintptr_t>(&PyUnicode_Type));
+  // A small code object (pymalloc's) and one past 512 bytes (malloc's).
+  const char* big =
+      "(lambda ns: (exec(compile('def freed_big():\\n' + '    x = 1\\n' * 300, 'big.py', "
+      "'exec'), ns), ns['freed_big'].__code__)[1])({})";
+  for (const char* source : {"make(0, 'freed_small')", big}) {
+    SCOPED_TRACE(source);
+    PyObject* code = Eval(source);
+    ASSERT_NE(code, nullptr);
+    const uintptr_t address = Address(code);
+    PyCodeInfo info;
+    ASSERT_TRUE(checked.Read(address, &info));
+    // Its function and namespace are a cycle (f.__globals__ holds f): the
+    // collector frees them, then our reference is the last.
+    Py_XDECREF(Eval("__import__('gc').collect()"));
+    ASSERT_EQ(Py_REFCNT(code), 1) << "another reference keeps it alive";
+    Py_DECREF(code);  // freed now
+    EXPECT_FALSE(checked.Read(address, &info)) << "read a freed code object as " << info.qualname;
+  }
+  // What the name check relies on: a freed string's count is no count.
+  PyObject* name = PyUnicode_FromString("a_name_freed_now");
+  const uintptr_t name_address = Address(name);
+  Py_DECREF(name);
+  uint64_t refcnt = 0;
+  ASSERT_TRUE(SafeLoadU64(name_address, &refcnt));
+  EXPECT_TRUE(refcnt == 0 || refcnt > (1ull << 33)) << "freed string's count " << refcnt;
 }
 
 // Addresses in a PROT_NONE page, for the code object or what it points to:
