@@ -457,7 +457,8 @@ class KeepOnFailure {
 
 // Runs `script args` profiled, then `dlprof report`, and reads the report.
 PyRun RunProfiled(const std::string& script, const std::vector<std::string>& args,
-                  const std::map<std::string, std::string>& dlprof_env, int timeout_s) {
+                  const std::map<std::string, std::string>& dlprof_env, int timeout_s,
+                  const std::string& python = kPython) {
   PyRun run;
   run.dir = MakeTempDir("dlprof-python");
   std::map<std::string, std::string> env = PythonEnv();
@@ -465,7 +466,7 @@ PyRun RunProfiled(const std::string& script, const std::vector<std::string>& arg
   env["LD_PRELOAD"] = kLib;
   env["DLPROF_OUT"] = run.dir + "/out";
   for (const auto& [k, v] : dlprof_env) env[k] = v;
-  std::vector<std::string> argv = {kPython, Script(script)};
+  std::vector<std::string> argv = {python, Script(script)};
   argv.insert(argv.end(), args.begin(), args.end());
   run.proc = RunProcess(argv, env, timeout_s);
   testing::WriteFile(run.dir + "/stdout", run.proc.out);
@@ -494,14 +495,14 @@ std::vector<nlohmann::json> JsonLines(const std::string& out) {
 
 // Every process of the run says it is CPython 3.11 and that its Python frames
 // were on.
-void ExpectPythonFramesOn(const PyRun& run) {
+void ExpectPythonFramesOn(const PyRun& run, const std::string& version = "3.11") {
   EXPECT_TRUE(run.raw_errors.empty()) << ::testing::PrintToString(run.raw_errors) << " " << run.Where();
   for (const Process& proc : run.raw.processes) {
     auto field = [&](const char* key) {
       auto it = proc.fields.find(key);
       return it == proc.fields.end() ? std::string("(missing)") : it->second;
     };
-    EXPECT_TRUE(StartsWith(field("python"), "3.11"))
+    EXPECT_TRUE(StartsWith(field("python"), version + "."))
         << "pid " << proc.pid << " (" << proc.role << "): python = " << field("python");
     EXPECT_EQ(field("python_frames"), "on") << "pid " << proc.pid << " (" << proc.role << ")";
   }
@@ -646,6 +647,31 @@ TEST(PythonFrames, CpuSharesByPythonFunctionMatchTheProgramsOwnClock) {
     const std::regex frame(std::string(";") + name + R"( \(cpu_shares\.py:\d+\)[; ])");
     EXPECT_TRUE(std::regex_search(run.folded, frame))
         << name << " missing from stacks.folded:\n" << run.folded.substr(0, 3000) << run.Where();
+  }
+}
+
+// The other minor versions dlprof has tables for (core/python_layout.cc),
+// where they are installed: pyenv's builds (the development machines have
+// 3.10, 3.12 and 3.13 there). Debian's 3.11 above is the one that must be.
+TEST(PythonFrames, CpuSharesHoldOnEveryOtherInstalledVersion) {
+  std::vector<std::pair<std::string, std::string>> found;  // version, interpreter
+  for (const char* minor : {"3.10", "3.12", "3.13"}) {
+    const std::string ls = RunCommand(std::string("ls -d /root/.pyenv/versions/") + minor +
+                                      ".*/bin/python3 2>/dev/null | tail -1");
+    const std::string path = ls.substr(0, ls.find('\n'));
+    if (!path.empty() && access(path.c_str(), X_OK) == 0) found.emplace_back(minor, path);
+  }
+  if (found.empty()) GTEST_SKIP() << "no CPython 3.10, 3.12 or 3.13 under /root/.pyenv/versions";
+  for (const auto& [version, python] : found) {
+    SCOPED_TRACE(python);
+    PyRun run = RunProfiled("cpu_shares.py", {"1.5"}, {{"DLPROF_HZ", "997"}}, 60, python);
+    KeepOnFailure keep(run.dir);
+    ASSERT_EQ(run.proc.exit_code, 0) << Show(run.proc);
+    ASSERT_EQ(run.report.exit_code, 0) << Show(run.report);
+    ExpectPythonFramesOn(run, version);
+    const auto lines = JsonLines(run.proc.out);
+    ASSERT_EQ(lines.size(), 1u) << Show(run.proc);
+    ExpectSharesMatch(run, lines[0]);
   }
 }
 
