@@ -11,14 +11,17 @@
 # ratios (each profiled run against the unprofiled run of its repetition) and
 # their min-max, and the ratio of the medians. For the profiled runs also the
 # samples, the share of them with Python frames (from the report of the
-# repetition's run) and the signal handler's mean time per sample.
+# repetition's run), the signal handler's mean time per sample, and its total
+# as a share of the unprofiled run's CPU time (handler_ns summed over every
+# process: the part of the overhead that run-to-run noise cannot hide).
 #
 #   bench/python_overhead.sh BUILD_DIR [OUT_DIR]
 #
 # BUILD_DIR must hold core/libdlprof.so, tools/dlprof and
 # bench/bench_count_samples. OUT_DIR (default: a temporary folder, removed)
 # receives runs.tsv (one row per run) and machine.txt. Knobs: BENCH_PY_REPS
-# (5), BENCH_PY_HZ ("100 1000"), BENCH_PY_EPOCHS (3: ~5 s a run on 2 cores),
+# (5), BENCH_PY_HZ ("100 1000"), BENCH_PY_EXTRA (more MODE:HZ configs, e.g.
+# "dlprof-fp:100": DLPROF_BACKEND=fp, the frame-pointer unwinder), BENCH_PY_EPOCHS (8: ~6 s a run on 2 cores),
 # BENCH_PY_PYTHON (/usr/bin/python3).
 set -euo pipefail
 
@@ -30,7 +33,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "$1" && pwd)
 reps=${BENCH_PY_REPS:-5}
 hz_list=${BENCH_PY_HZ:-"100 1000"}
-epochs=${BENCH_PY_EPOCHS:-3}
+extra_configs=${BENCH_PY_EXTRA:-}
+epochs=${BENCH_PY_EPOCHS:-8}
 python=${BENCH_PY_PYTHON:-/usr/bin/python3}
 train=$here/python_train.py
 lib=$build/core/libdlprof.so
@@ -76,8 +80,10 @@ run_one() {
       "$python" "$train" "$epochs" >"$log_out" 2>&1
   else
     rm -rf "$dl"
-    /usr/bin/time -f "%U %S %e" -o "$tf" env DLPROF_SAMPLE=1 DLPROF_HZ="$hz" DLPROF_OUT="$dl" \
-      LD_PRELOAD="$lib" "$python" "$train" "$epochs" >"$log_out" 2>&1
+    local backend=auto
+    [ "$mode" = dlprof-fp ] && backend=fp
+    /usr/bin/time -f "%U %S %e" -o "$tf" env DLPROF_SAMPLE=1 DLPROF_HZ="$hz" DLPROF_BACKEND=$backend \
+      DLPROF_OUT="$dl" LD_PRELOAD="$lib" "$python" "$train" "$epochs" >"$log_out" 2>&1
   fi
   local line
   line=$(grep '^train:' "$log_out") || { log "run failed:"; cat "$log_out" >&2; exit 1; }
@@ -103,6 +109,7 @@ printf 'rep\tmode\thz\tuser_s\tsys_s\tcpu_s\twall_s\ttrain_wall_s\tloss\tsamples
   >"$out/runs.tsv"
 configs=("none:0")
 for hz in $hz_list; do configs+=("dlprof:$hz"); done
+for cfg in $extra_configs; do configs+=("$cfg"); done
 n=${#configs[@]}
 start=$SECONDS
 "$python" "$train" 1 >/dev/null 2>&1 || true  # warm the page cache (torch's import)
@@ -123,26 +130,30 @@ rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
 base = {r["rep"]: r for r in rows if r["mode"] == "none"}
 def med(v):
     return statistics.median(v) if v else float("nan")
-print("%-10s %5s %9s %9s  %-26s %-26s %8s %8s %9s" % (
+print("%-14s %4s %7s %7s  %-26s %-26s %7s %8s %8s %8s" % (
     "mode", "runs", "cpu_s", "wall_s", "cpu ratio med [min-max]", "wall ratio med [min-max]",
-    "samples", "py_share", "handler"))
-for hz in sorted({r["hz"] for r in rows}, key=int):
-    rs = [r for r in rows if r["hz"] == hz]
-    mode = "none" if hz == "0" else "dlprof@%s" % hz
+    "samples", "py_share", "handler", "handler%"))
+for m, hz in sorted({(r["mode"], r["hz"]) for r in rows}, key=lambda k: (k[0] != "none", int(k[1]), k[0])):
+    rs = [r for r in rows if r["mode"] == m and r["hz"] == hz]
+    mode = "none" if m == "none" else "%s@%s" % (m, hz)
     cpu = [float(r["cpu_s"]) for r in rs]
     wall = [float(r["wall_s"]) for r in rs]
-    line = "%-10s %5d %9.3f %9.3f" % (mode, len(rs), med(cpu), med(wall))
-    if hz != "0":
+    line = "%-14s %4d %7.3f %7.3f" % (mode, len(rs), med(cpu), med(wall))
+    if m != "none":
         cells = []
         for key in ("cpu_s", "wall_s"):
             ratios = [float(r[key]) / float(base[r["rep"]][key]) for r in rs if r["rep"] in base]
             of_medians = med([float(r[key]) for r in rs]) / med([float(b[key]) for b in base.values()])
             cells.append("%.3f [%.3f-%.3f] (%.3f)" % (med(ratios), min(ratios), max(ratios), of_medians))
         nums = lambda k: [float(r[k]) for r in rs if r[k] != "NA"]
-        line += "  %-26s %-26s %8.0f %8.3f %7.0fus" % (
+        shares = [float(r["samples"]) * float(r["handler_ns_per_sample"]) * 1e-9 /
+                  float(base[r["rep"]]["cpu_s"]) for r in rs
+                  if r["rep"] in base and "NA" not in (r["samples"], r["handler_ns_per_sample"])]
+        line += "  %-26s %-26s %7.0f %8.3f %6.0fus %7.2f%%" % (
             cells[0], cells[1], med(nums("samples")), med(nums("py_share")),
-            med(nums("handler_ns_per_sample")) / 1e3)
+            med(nums("handler_ns_per_sample")) / 1e3, 100 * med(shares))
     print(line)
 print("ratios: median of the per-repetition ratios [min-max], (ratio of the medians);"
-      " py_share: weighted samples with a python_train.py frame; handler: mean per sample")
+      " py_share: weighted samples with a python_train.py frame; handler: mean per sample;"
+      " handler%: all handler time / the unprofiled run's CPU time (median)")
 EOF
