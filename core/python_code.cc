@@ -230,10 +230,10 @@ bool PythonCodeReader::ReadInto(uintptr_t code, PyCodeInfo* out) const {
 
 bool PythonCodeReader::StillSame(uintptr_t code, const PyCodeInfo& info) const {
   if (code == 0 || code % alignof(void*) != 0) return false;
-  if (code_type_ != 0) {
-    uintptr_t type;
-    if (!SafeLoadPtr(code + layout_.object_type, &type) || type != code_type_) return false;
-  }
+  // Alive still, not only typed: a code object whose count dropped to 0 while
+  // it was read (its dealloc frees its names first, and another string may
+  // take a name's place) keeps its type until its block is freed.
+  if (code_type_ != 0 && !LooksAlive(code, code_type_)) return false;
   const uint32_t name_offset =
       layout_.code_qualname != kNoOffset ? layout_.code_qualname : layout_.code_name;
   uintptr_t name, filename;

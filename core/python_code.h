@@ -43,8 +43,9 @@ class PythonCodeReader {
   // readable code object. Not signal-safe (allocates).
   bool Read(uintptr_t code, PyCodeInfo* out) const;
 
-  // Whether `code` is still the object `info` was read from (its type, name
-  // objects and first line): a freed code object's address may hold another.
+  // Whether `code` is still the object `info` was read from (alive, its
+  // type, name objects and first line): a freed code object's address may
+  // hold another. Read() ends with it, after the names.
   bool StillSame(uintptr_t code, const PyCodeInfo& info) const;
 
   // The line of the instruction at code unit `index` (-1: the frame has not
