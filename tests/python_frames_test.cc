@@ -664,7 +664,7 @@ TEST(PythonFrames, CpuSharesHoldOnEveryOtherInstalledVersion) {
   if (found.empty()) GTEST_SKIP() << "no CPython 3.10, 3.12 or 3.13 under /root/.pyenv/versions";
   for (const auto& [version, python] : found) {
     SCOPED_TRACE(python);
-    PyRun run = RunProfiled("cpu_shares.py", {"1.5"}, {{"DLPROF_HZ", "997"}}, 60, python);
+    PyRun run = RunProfiled("cpu_shares.py", {"2.5"}, {{"DLPROF_HZ", "997"}}, 60, python);
     KeepOnFailure keep(run.dir);
     ASSERT_EQ(run.proc.exit_code, 0) << Show(run.proc);
     ASSERT_EQ(run.report.exit_code, 0) << Show(run.report);
@@ -786,13 +786,15 @@ TEST(PythonFrames, DataLoaderWorkersShowAugmentAndGetitemWithFileAndLine) {
     EXPECT_EQ(aug.callers, std::set<std::string>{getitem}) << stacks;
     EXPECT_EQ(get.files, std::set<std::string>{file}) << stacks;
     EXPECT_EQ(get.start_lines, std::set<int64_t>{getitem_line}) << stacks;
-    // The line being run is inside the function's body (augment's body is
-    // its 12 lines after the def).
+    // The line being run is inside the function: its body (augment's is the
+    // 12 lines after the def) or the def line itself, which CPython gives the
+    // instructions a call runs before the body (RESUME, and a frame not
+    // started yet).
     for (int64_t line : aug.lines) {
-      EXPECT_TRUE(line > augment_line && line <= augment_line + 12) << "augment at line " << line;
+      EXPECT_TRUE(line >= augment_line && line <= augment_line + 12) << "augment at line " << line;
     }
     for (int64_t line : get.lines) {
-      EXPECT_TRUE(line > getitem_line && line <= getitem_line + 5) << getitem << " at line " << line;
+      EXPECT_TRUE(line >= getitem_line && line <= getitem_line + 5) << getitem << " at line " << line;
     }
     // PIL's C code runs inside augment: a native frame of PIL's extension
     // module leafward of the augment frame.
@@ -960,7 +962,8 @@ TEST(PythonFrames, RobustnessMinuteAt1000HzNamesOnlyRealFunctions) {
   EXPECT_GE(with_python, cpu_samples / 2) << diag.str();
 
   // stacks.folded names the same functions.
-  const std::regex folded_frame(R"(([^;]+) \(([^;()]+):(\d+)\))");
+  // A frame: no ';' or newline inside (a line ends with " count\n").
+  const std::regex folded_frame(R"(([^;\n]+) \(([^;()\n]+):(\d+)\))");
   std::map<std::string, int64_t> folded_bad;
   for (auto it = std::sregex_iterator(run.folded.begin(), run.folded.end(), folded_frame);
        it != std::sregex_iterator(); ++it) {
