@@ -66,7 +66,6 @@ int64_t InstructionIndex(uintptr_t frame, uintptr_t code, const PythonLayout& L)
     uintptr_t instr;
     if (SafeLoadPtr(frame + L.frame_instr, &instr)) {
       index = (static_cast<int64_t>(instr) - static_cast<int64_t>(code + L.code_code)) / 2;
-      if (L.instr_is_next) index -= 1;
     }
   }
   return index < -1 || index > kMaxIndex ? -1 : index;
@@ -90,13 +89,15 @@ bool StartPythonFrames(std::string* version, std::string* state) {
   }
   // 3.13+ begins _PyRuntime with debug offsets ("xdebugpy", version,
   // free_threaded): a free-threaded build lays its objects out otherwise.
-  uint64_t cookie = 0, free_threaded = 0;
-  if (major == 3 && minor >= 13 && InstallFaultHandler() &&
-      SafeLoadU64(reinterpret_cast<uintptr_t>(runtime), &cookie) &&
-      std::memcmp(&cookie, "xdebugpy", 8) == 0 &&
-      SafeLoadU64(reinterpret_cast<uintptr_t>(runtime) + 16, &free_threaded) && free_threaded != 0) {
-    *state = "off: free-threaded CPython builds are not supported";
-    return true;
+  // _PyRuntime is the interpreter's own static object: plain reads.
+  if (major == 3 && minor >= 13) {
+    const char* head = static_cast<const char*>(runtime);
+    uint64_t free_threaded = 0;
+    std::memcpy(&free_threaded, head + 16, sizeof(free_threaded));
+    if (std::memcmp(head, "xdebugpy", 8) == 0 && free_threaded != 0) {
+      *state = "off: free-threaded CPython builds are not supported";
+      return true;
+    }
   }
   const PythonLayout* layout = FindPythonLayout(major, minor);
   if (layout == nullptr) {
@@ -112,9 +113,6 @@ bool StartPythonFrames(std::string* version, std::string* state) {
   g_python.runtime = reinterpret_cast<uintptr_t>(runtime);
   g_python.code_type = reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, "PyCode_Type"));
   g_python.unicode_type = reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, "PyUnicode_Type"));
-  g_python.major = major;
-  g_python.minor = minor;
-  g_python.micro = micro;
   g_active.store(true, std::memory_order_release);
   *state = "on";
   return true;

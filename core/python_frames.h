@@ -21,7 +21,6 @@ struct PythonRuntime {
   uintptr_t runtime = 0;    // &_PyRuntime
   uintptr_t code_type = 0;     // &PyCode_Type
   uintptr_t unicode_type = 0;  // &PyUnicode_Type
-  int major = 0, minor = 0, micro = 0;
 };
 
 // Off the signal path, at session start (and in a fork child, which inherits

@@ -59,9 +59,10 @@ struct PythonLayout {
   // The frame (PyFrameObject for 3.10, _PyInterpreterFrame after).
   uint32_t frame_code;      // PyCodeObject* (3.13: f_executable, checked to be code)
   uint32_t frame_previous;  // the caller's frame (3.10: f_back)
-  uint32_t frame_instr;     // 3.10: int f_lasti (code units); 3.11/3.12: prev_instr; 3.13: instr_ptr
-  bool instr_is_next;       // the pointer is to the next instruction, not the current one:
-                            // false for 3.11-3.13 (CPython's LASTI is measured from it)
+  uint32_t frame_instr;     // 3.10: int f_lasti (code units); 3.11/3.12: prev_instr; 3.13:
+                            // instr_ptr, which is the current instruction too (every
+                            // instruction sets it to itself first; CPython's LASTI
+                            // is measured from it)
   uint32_t frame_is_entry;  // kIsEntryFlag: bool
   uint32_t frame_owner;     // char; kNoOffset for 3.10
   uint8_t shim_owner;       // kShimFrame: FRAME_OWNED_BY_CSTACK
