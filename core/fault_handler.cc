@@ -96,7 +96,7 @@ bool SafeLoadsAllowed() {
 
 bool FaultHandlerLost() {
   if (!g_installed.load(std::memory_order_acquire)) return false;
-  const bool lost = ChainedSignalTakenBehindOurBack(SIGSEGV) | ChainedSignalTakenBehindOurBack(SIGBUS);
+  const bool lost = SignalTakenBehindOurBack(SIGSEGV) | SignalTakenBehindOurBack(SIGBUS);
   if (!lost) return false;
   g_installed.store(false, std::memory_order_release);
   return true;

@@ -369,7 +369,7 @@ void ResetChainedActionOnDelivery(int signo) {
   PublishView(o);
 }
 
-bool ChainedSignalTakenBehindOurBack(int signo) {
+bool SignalTakenBehindOurBack(int signo) {
   Owned* o = Slot(signo);
   if (o == nullptr || !o->owned.load(std::memory_order_acquire)) return false;
   ViewLock lock;
@@ -392,14 +392,8 @@ void (*ProgramSigprofDisposition())(int) {
 }
 
 bool SigprofTakenBehindOurBack() {
-  Owned* o = Slot(SIGPROF);
-  if (!o->owned.load(std::memory_order_acquire)) return false;
-  {
-    ViewLock lock;
-    if (!o->owned.load(std::memory_order_acquire) || StillOurs(SIGPROF, o)) return false;
-    Release(o);
-  }
-  StepAsideFromSigprof(true);
+  if (!SignalTakenBehindOurBack(SIGPROF)) return false;
+  StepAsideFromSigprof(true);  // after the lock: it takes others
   return true;
 }
 

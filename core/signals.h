@@ -97,10 +97,11 @@ const struct sigaction* ChainedProgramAction(int signo);
 // The program's action had SA_RESETHAND and is being delivered: the view
 // becomes SIG_DFL, as the kernel would do. Async-signal-safe.
 void ResetChainedActionOnDelivery(int signo);
-// Checks that SIGSEGV's or SIGBUS's real handler is still dlprof's; when a
-// path the interposer does not see replaced it, lets the signal go and
-// returns true. Not signal-safe.
-bool ChainedSignalTakenBehindOurBack(int signo);
+// Checks that `signo`'s real handler is still dlprof's while dlprof owns
+// it; when a path the interposer does not see replaced it, lets the signal
+// go and returns true (SigprofTakenBehindOurBack then steps aside; the fault
+// handler turns SafeLoads off). Not signal-safe.
+bool SignalTakenBehindOurBack(int signo);
 
 // In a fork child: the lock guarding the views may have been held by a thread
 // that does not exist here.
