@@ -99,14 +99,19 @@ std::string UnsymbolizedName(const Location& loc) {
   return buf;
 }
 
+std::string PythonFrameSource(const Frame& f) {
+  if (f.file.empty()) return "";
+  const size_t slash = f.file.rfind('/');
+  std::string out = slash == std::string::npos ? f.file : f.file.substr(slash + 1);
+  if (f.start_line > 0) out += ":" + std::to_string(f.start_line);
+  return out;
+}
+
 std::string FrameDisplayName(const Frame& f) {
   if (!f.python) return f.function;
-  std::string out = f.function.empty() ? "?" : f.function;
-  if (f.file.empty()) return out;
-  const size_t slash = f.file.rfind('/');
-  out += " (" + (slash == std::string::npos ? f.file : f.file.substr(slash + 1));
-  if (f.start_line > 0) out += ":" + std::to_string(f.start_line);
-  return out + ")";
+  const std::string name = f.function.empty() ? "?" : f.function;
+  const std::string source = PythonFrameSource(f);
+  return source.empty() ? name : name + " (" + source + ")";
 }
 
 }  // namespace dlprof

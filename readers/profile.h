@@ -183,6 +183,8 @@ std::string UnsymbolizedName(const Location& loc);
 // "qualname (basename-of-file:first_line)" (as py-spy and austin show them:
 // one name per function, wherever in it the samples fell).
 std::string FrameDisplayName(const Frame& f);
+// The "file.py:first_line" part of it ("" without a file).
+std::string PythonFrameSource(const Frame& f);
 
 }  // namespace dlprof
 

@@ -41,12 +41,9 @@ std::string CleanFrame(const std::string& s) {
 // kept: flamegraph.pl and speedscope split a line at its last space only,
 // and the rest is cleaned as any name is.
 std::string FoldedFrame(const Frame& f) {
-  if (!f.python || f.file.empty()) return CleanFrame(f.function);
-  const size_t slash = f.file.rfind('/');
-  std::string out = CleanFrame(f.function) + " (" +
-                    CleanFrame(slash == std::string::npos ? f.file : f.file.substr(slash + 1));
-  if (f.start_line > 0) out += ":" + std::to_string(f.start_line);
-  return out + ")";
+  const std::string source = f.python ? PythonFrameSource(f) : "";
+  if (source.empty()) return CleanFrame(f.function);
+  return CleanFrame(f.function) + " (" + CleanFrame(source) + ")";
 }
 
 class FoldedWriter : public ReportWriter {
