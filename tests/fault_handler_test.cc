@@ -38,14 +38,16 @@ struct Pages {
   char* unreadable() const { return base + 4096; }
 };
 
-// What the kernel really has for `signo` (below any interposer).
+// The kernel's own sigaction, as rt_sigaction takes it (below any interposer).
+struct KernelSigaction {
+  void* handler;
+  unsigned long flags;
+  void* restorer;
+  uint64_t mask;
+};
+
 void* KernelHandler(int signo) {
-  struct kernel_sigaction {
-    void* handler;
-    unsigned long flags;
-    void* restorer;
-    uint64_t mask;
-  } k{};
+  KernelSigaction k{};
   syscall(SYS_rt_sigaction, signo, nullptr, &k, sizeof(uint64_t));
   return k.handler;
 }
@@ -241,12 +243,7 @@ TEST(FaultHandler, ReplacedBehindOurBackStopsSafeLoads) {
       {
         InstallFaultHandler();
         // A raw rt_sigaction, which the interposer does not see.
-        struct kernel_sigaction {
-          void* handler;
-          unsigned long flags;
-          void* restorer;
-          uint64_t mask;
-        } k{};
+        KernelSigaction k{};
         syscall(SYS_rt_sigaction, SIGSEGV, nullptr, &k, sizeof(uint64_t));
         k.handler = reinterpret_cast<void*>(SIG_DFL);
         syscall(SYS_rt_sigaction, SIGSEGV, &k, nullptr, sizeof(uint64_t));
