@@ -391,7 +391,24 @@ bool Collector::SnapshotTick(int64_t now) {
     const uint32_t exits = s->stage_exits.load(std::memory_order_relaxed);
     if (changed || (cpu_delta > 0 && state != 0) || exits != s->last_stage_exits) moved = true;
     s->last_stage_exits = exits;
-    if (s->run_ticks > 0 && changed) EndWallRun(s);
+    if (s->run_ticks > 0 && changed) {
+      // The change fell somewhere in this tick. Where the thread went from
+      // running to blocked, or back, its CPU time in the tick says where: the
+      // run before the change gets the part that matches its state. (Giving
+      // the new run the whole tick was up to a slow tick, 75 ms, wrong at
+      // every change.)
+      int64_t old_wall = 0, old_cpu = 0;
+      if (s->run_state == 0 && state != 0) {
+        old_wall = old_cpu = cpu_delta;
+      } else if (s->run_state != 0 && state == 0) {
+        old_wall = wall_delta - cpu_delta;
+      }
+      s->run_wall_ns += old_wall;
+      s->run_cpu_ns += old_cpu;
+      wall_delta -= old_wall;
+      cpu_delta -= old_cpu;
+      EndWallRun(s);
+    }
     s->run_path = path;
     s->run_state = state;
     ++s->run_ticks;
