@@ -536,25 +536,36 @@ void DecideVerdict(const Profile& profile, bool has_steps, Analysis* a) {
   // Worker imbalance: one worker spending much longer in the bottleneck stage
   // than the others holds the in-order consumer back.
   if (v.bottleneck_role == "worker") {
-    std::vector<std::pair<double, int>> per_worker;  // (self wall, worker id)
-    for (size_t i = 0; i < best->pids.size(); ++i) {
-      for (const ProcessStats& p : a->processes) {
-        if (p.pid == best->pids[i] && p.role == "worker") {
-          per_worker.push_back({best->self_wall_by_pid[i], p.worker});
-        }
+    // Every worker counts, also one whose time in the stage was too short for
+    // any wall tick to see: fast workers beside a slow one are exactly that.
+    // Workers re-forked every epoch are one worker each: summed by worker id.
+    std::map<int, double> by_id;  // worker id -> self wall in the stage
+    for (const ProcessStats& p : a->processes) {
+      if (p.role != "worker" || p.worker < 0) continue;
+      double& self_wall = by_id[p.worker];
+      for (size_t i = 0; i < best->pids.size(); ++i) {
+        if (best->pids[i] == p.pid) self_wall += best->self_wall_by_pid[i];
       }
     }
+    std::vector<std::pair<double, int>> per_worker;  // (self wall, worker id)
+    for (const auto& [id, self_wall] : by_id) per_worker.push_back({self_wall, id});
     if (per_worker.size() >= 2) {
       double sum = 0;
       for (const auto& w : per_worker) sum += w.first;
       auto slowest = *std::max_element(per_worker.begin(), per_worker.end());
       double others = (sum - slowest.first) / (per_worker.size() - 1);
-      v.worker_imbalance = others > 0 ? slowest.first / others : 0;
+      // A worker never seen in the stage spent less than about one wall tick
+      // there: the ratio is at least the one against that resolution.
+      constexpr double kWallTickS = 0.01;
+      v.worker_imbalance = slowest.first > 0 ? slowest.first / std::max(others, kWallTickS) : 0;
       v.slowest_worker = slowest.second;
       if (v.worker_imbalance >= 1.5) {
-        v.evidence.push_back(Fmt("Worker %.0f spends %.2f s in '", slowest.second, slowest.first) +
-                             best->name + Fmt("', %.1fx the %.2f s of the other workers on average.",
-                                              v.worker_imbalance, others));
+        v.evidence.push_back(
+            Fmt("Worker %.0f spends %.2f s in '", slowest.second, slowest.first) + best->name +
+            (others >= kWallTickS
+                 ? Fmt("', %.1fx the %.2f s of the other workers on average.", v.worker_imbalance,
+                       others)
+                 : std::string("'; the other workers, too little for a 10 ms wall tick to see.")));
         v.advice.push_back("The workers are imbalanced: worker " + std::to_string(slowest.second) +
                            " is the slow one (slower storage or a heavier shard). Rebalance its "
                            "share of the data, or let batches arrive out of order so the others "
