@@ -117,6 +117,14 @@ Config ParseConfig(const std::function<const char*(const char*)>& getenv_fn,
       c.max_frames = 128;
     }
   }
+  if (const char* v = getenv_fn("DLPROF_AUTO_ANNOTATE")) {
+    std::string s = v;
+    if (s == "0" || s == "false" || s == "no" || s == "off") {
+      c.auto_annotate = false;
+    } else if (!(s == "1" || s == "true" || s == "yes" || s == "on")) {
+      bad("DLPROF_AUTO_ANNOTATE", v, "1 or 0", "1");
+    }
+  }
   return c;
 }
 

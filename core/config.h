@@ -20,6 +20,7 @@ struct Config {
   int baseline_steps = 0;               // DLPROF_BASELINE_STEPS
   int snapshot_ms = 10;                 // DLPROF_SNAPSHOT_MS: buffer snapshots and wall ticks
   int max_frames = 128;                 // DLPROF_MAX_FRAMES
+  bool auto_annotate = true;            // DLPROF_AUTO_ANNOTATE: torch.utils.data in Python
 };
 
 // Reads the configuration through `getenv_fn` (getenv in production). Every

@@ -38,6 +38,7 @@
 #include "core/fault_handler.h"
 #include "core/hooks.h"
 #include "core/proc_maps.h"
+#include "core/python_bootstrap.h"
 #include "core/python_frames.h"
 #include "core/raw_syscall.h"
 #include "core/signal_handler.h"
@@ -1135,6 +1136,9 @@ void StartSession() {
   if (G->config.baseline_steps == 0) {
     g_collector->SetProcessField("sampling_start_ns", std::to_string(MonotonicNs()));
   }
+  // Still single-threaded (setenv), and before Py_Initialize reads PYTHONPATH.
+  const std::string annotations = PreparePythonBootstrap(G->config.auto_annotate);
+  if (!annotations.empty()) g_collector->SetProcessField("python_annotations", annotations);
   StartCollectorThread();
   atexit(OnExit);
   InstallTerminationHandlers();
