@@ -98,8 +98,10 @@ std::string PreparePythonBootstrap(bool enabled) {
   }
   const std::string dir = FindPythonBootstrap(LibraryPath());
   if (dir.empty()) return "off: dlprof's Python package is not next to libdlprof";
+  // CPython ignores an empty PYTHONPATH, but "dir:" would add the current
+  // folder: "dir:dir" says "it was empty" to the bootstrap instead.
   const char* old = getenv("PYTHONPATH");
-  const std::string value = old == nullptr ? dir : dir + ":" + old;
+  const std::string value = old == nullptr ? dir : *old == '\0' ? dir + ":" + dir : dir + ":" + old;
   if (setenv("PYTHONPATH", value.c_str(), 1) != 0) return "off: cannot set PYTHONPATH";
   return "on";
 }

@@ -25,8 +25,10 @@ bool PythonRunsSitecustomize(const std::string& cmdline_nul_separated);
 // At session start, single-threaded, before Py_Initialize: when `enabled`
 // (DLPROF_AUTO_ANNOTATE), in a process that
 // contains CPython not yet initialised, whose command line lets site run,
-// prepends the bootstrap folder to PYTHONPATH ("dir", or "dir:OLD" when it
-// was set, even to ""; the bootstrap undoes exactly that). Returns what it
+// prepends the bootstrap folder to PYTHONPATH: "dir" when it was not set,
+// "dir:dir" when it was "" (CPython ignores an empty one; "dir:" would add
+// the current folder), else "dir:OLD"; the bootstrap undoes exactly that.
+// Returns what it
 // did, for the profile's process fields: "on", "off: <why>", or "" when the
 // process is not Python. Not signal-safe.
 std::string PreparePythonBootstrap(bool enabled);

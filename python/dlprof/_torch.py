@@ -226,8 +226,13 @@ def _is_datapipe(obj):
 
 
 def _datapipe_name(dp):
-    """'Mapper(decode_jpeg)': the class, and the function it applies if any."""
+    """'Mapper(decode_jpeg)': the class (without torch's IterDataPipe suffix:
+    MapperIterDataPipe is what users call Mapper), and the function it
+    applies if any."""
     name = type(dp).__name__
+    for suffix in ("IterDataPipe", "MapDataPipe"):
+        if name.endswith(suffix) and len(name) > len(suffix):
+            name = name[: -len(suffix)]
     fn = getattr(dp, "fn", None) or getattr(dp, "filter_fn", None)
     if fn is not None:
         fn_name = getattr(fn, "__name__", None) or type(fn).__name__
@@ -281,7 +286,11 @@ def _annotate_datapipes(root):
     try:
         for dp in _graph_datapipes(root):
             cls = type(dp)
-            if "__iter__" in cls.__dict__ and hasattr(cls, "__iter__"):
+            # torch's own wrappers (_IterDataPipeSerializationWrapper) are
+            # plumbing, not a step of the user's pipeline.
+            if cls.__name__.startswith("_"):
+                continue
+            if "__iter__" in cls.__dict__:
                 _patch(cls, "__iter__", _wrap_datapipe_iter)
     except Exception as err:
         _warn("datapipes", err)

@@ -22,12 +22,15 @@ def _restore_environment():
     here = os.path.dirname(os.path.abspath(__file__))
     value = os.environ.get("PYTHONPATH")
     if value is not None:
+        # "here" (it was unset), "here:here" (it was ""), "here:OLD".
         first, sep, rest = value.partition(os.pathsep)
         if first and os.path.realpath(first) == os.path.realpath(here):
-            if sep:
-                os.environ["PYTHONPATH"] = rest
-            else:
+            if not sep:
                 del os.environ["PYTHONPATH"]
+            elif rest == first:
+                os.environ["PYTHONPATH"] = ""
+            else:
+                os.environ["PYTHONPATH"] = rest
     real_here = os.path.realpath(here)
     sys.path[:] = [p for p in sys.path if not p or os.path.realpath(p) != real_here]
     sys.path_importer_cache.pop(here, None)
