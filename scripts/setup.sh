@@ -20,6 +20,8 @@ packages=(
   # Debian's python3 running a torch DataLoader over PIL images; python3-dev's
   # headers check the interpreter structure offsets.
   python3-torch python3-pil python3-numpy python3-dev
+  # The Python package's tests install it with pip into a virtualenv, offline.
+  python3-pip python3-venv python3-setuptools python3-wheel
 )
 missing=()
 for p in "${packages[@]}"; do

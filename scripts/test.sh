@@ -132,11 +132,13 @@ asan_excluded='^(HostileTest\.FoldedStacksKeepTheirShape|Scenarios/.*)$'
 #   and its first instrumented call crashes (SEGV at 0 in __tsan_func_entry)
 #   before any sample, on any Python program. They run in the normal and
 #   ASan passes (ASan works there, as verify_asan_link_order=0 lets it).
+#   The same holds for every test that runs Debian's python3 profiled:
+#   PythonPackage., PythonBootstrap., TorchAnnotations., TorchPipeline.
 # The profiled programs sample with frame pointers (DLPROF_BACKEND=fp):
 # libunwind's per-thread cache is freed by a thread-exit destructor that takes
 # a lock after TSan has torn the thread down, which crashes every thread that
 # took a sample when it exits (github.com/google/sanitizers/issues/943).
-tsan_excluded='^(AllUnwinders/|FpRulesTest\.FindsTheCallerOfAFunctionInterruptedAtItsEntryOrExit$|Faults\.ProgramsSigprofHandler|Faults\.SamplingNeverWaitsForTheLoaderLock$|Scenarios/|NoHarm\.|TimerFallback\.|PythonFrames\.|Unwinders/SignalStack\.|Faults\.StressForkExecDlopenMallocAt1000HzNeitherHangsNorCrashes$)'
+tsan_excluded='^(AllUnwinders/|FpRulesTest\.FindsTheCallerOfAFunctionInterruptedAtItsEntryOrExit$|Faults\.ProgramsSigprofHandler|Faults\.SamplingNeverWaitsForTheLoaderLock$|Scenarios/|NoHarm\.|TimerFallback\.|PythonFrames\.|PythonPackage\.|PythonBootstrap\.|TorchAnnotations\.|TorchPipeline|Unwinders/SignalStack\.|Faults\.StressForkExecDlopenMallocAt1000HzNeitherHangsNorCrashes$)'
 
 if [[ ${DLPROF_SANITIZERS:-1} != 0 ]]; then
   run_sanitized address,undefined build-asan "$asan_excluded" || failed+=(asan+ubsan)

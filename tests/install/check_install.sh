@@ -25,4 +25,18 @@ ls "$tmp"/out/*/main-*.dlprof >/dev/null || { echo "no profile written"; exit 1;
 # The installed command reports it.
 "$tmp/prefix/bin/dlprof" report "$tmp/out" -o "$tmp/report" >/dev/null
 grep -q '"consume"' "$tmp/report/summary.json" || { echo "stage missing from the report"; exit 1; }
+# The Python package: installed where that prefix's python3 looks, and found
+# by the installed library (its bootstrap runs in a profiled python3).
+site=$(sed -n 's/^DLPROF_PYTHON_INSTALL_DIR:STRING=//p' "$build/CMakeCache.txt")
+[ -f "$tmp/prefix/$site/dlprof/__init__.py" ] || { echo "no Python package in $tmp/prefix/$site"; exit 1; }
+ls "$tmp/prefix/$site"/dlprof/_native*.so >/dev/null || { echo "no dlprof._native in $site"; exit 1; }
+lib=$(find "$tmp/prefix" -name libdlprof.so | head -n 1)
+# (A sanitized library cannot be preloaded into the uninstrumented python3.)
+if [[ -z $sanitize ]]; then
+  got=$(DLPROF_SAMPLE=1 DLPROF_OUT="$tmp/pyout" LD_PRELOAD="$lib" /usr/bin/python3 -c \
+    "import sys, os; print('dlprof' in sys.modules, sys.modules['dlprof'].__file__.startswith('$tmp/prefix/'), 'PYTHONPATH' in os.environ)")
+  [ "$got" = "True True False" ] || { echo "installed bootstrap: python printed '$got'"; exit 1; }
+fi
+got=$(PYTHONPATH="$tmp/prefix/$site" /usr/bin/python3 -c "import dlprof; print(dlprof.enabled())")
+[ "$got" = "False" ] || { echo "installed package unprofiled: '$got'"; exit 1; }
 echo "install ok"
