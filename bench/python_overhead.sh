@@ -20,8 +20,10 @@
 # BUILD_DIR must hold core/libdlprof.so, tools/dlprof and
 # bench/bench_count_samples. OUT_DIR (default: a temporary folder, removed)
 # receives runs.tsv (one row per run) and machine.txt. Knobs: BENCH_PY_REPS
-# (5), BENCH_PY_HZ ("100 1000"), BENCH_PY_EXTRA (more MODE:HZ configs, e.g.
-# "dlprof-fp:100": DLPROF_BACKEND=fp, the frame-pointer unwinder), BENCH_PY_EPOCHS (8: ~6 s a run on 2 cores),
+# (5), BENCH_PY_HZ ("100 1000"), BENCH_PY_EXTRA (more MODE:HZ configs; default
+# "dlprof-noauto:100": DLPROF_AUTO_ANNOTATE=0, so that dlprof@100 against it is
+# the cost of the automatic torch.utils.data annotations; "dlprof-fp:100":
+# DLPROF_BACKEND=fp, the frame-pointer unwinder), BENCH_PY_EPOCHS (8: ~6 s a run on 2 cores),
 # BENCH_PY_PYTHON (/usr/bin/python3).
 set -euo pipefail
 
@@ -33,7 +35,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "$1" && pwd)
 reps=${BENCH_PY_REPS:-5}
 hz_list=${BENCH_PY_HZ:-"100 1000"}
-extra_configs=${BENCH_PY_EXTRA:-}
+extra_configs=${BENCH_PY_EXTRA-dlprof-noauto:100}
 epochs=${BENCH_PY_EPOCHS:-8}
 python=${BENCH_PY_PYTHON:-/usr/bin/python3}
 train=$here/python_train.py
@@ -80,10 +82,12 @@ run_one() {
       "$python" "$train" "$epochs" >"$log_out" 2>&1
   else
     rm -rf "$dl"
-    local backend=auto
+    local backend=auto auto_annotate=1
     [ "$mode" = dlprof-fp ] && backend=fp
+    [ "$mode" = dlprof-noauto ] && auto_annotate=0
     /usr/bin/time -f "%U %S %e" -o "$tf" env DLPROF_SAMPLE=1 DLPROF_HZ="$hz" DLPROF_BACKEND=$backend \
-      DLPROF_OUT="$dl" LD_PRELOAD="$lib" "$python" "$train" "$epochs" >"$log_out" 2>&1
+      DLPROF_AUTO_ANNOTATE=$auto_annotate DLPROF_OUT="$dl" LD_PRELOAD="$lib" "$python" "$train" "$epochs" \
+      >"$log_out" 2>&1
   fi
   local line
   line=$(grep '^train:' "$log_out") || { log "run failed:"; cat "$log_out" >&2; exit 1; }

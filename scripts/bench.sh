@@ -74,6 +74,16 @@ log "start-up costs done ($((SECONDS - start)) s)"
 bench/python_overhead.sh "$build" "$out/python" | tee "$out/python.txt" ||
   log "bench/python_overhead.sh failed"
 log "Python training runs done ($((SECONDS - start)) s)"
+# The Python API's cost per call (ns), unprofiled and profiled.
+for profiled in 0 1; do
+  if ((profiled)); then
+    DLPROF_SAMPLE=1 DLPROF_OUT="$scratch/dl" LD_PRELOAD="$build/core/libdlprof.so" \
+      /usr/bin/python3 bench/python_api_bench.py
+  else
+    PYTHONPATH="$build/python" /usr/bin/python3 bench/python_api_bench.py
+  fi
+done | tee "$out/python_api.txt" || log "bench/python_api_bench.py failed"
+rm -rf "$scratch/dl"
 {
   echo "commit: $(git -C "$root" rev-parse --short HEAD 2>/dev/null) ($(git -C "$root" status --porcelain 2>/dev/null | wc -l) paths uncommitted)"
   echo "duration_s: $((SECONDS - start))"
