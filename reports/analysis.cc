@@ -47,6 +47,100 @@ int64_t Field(const Process& p, const char* key, int64_t dflt) {
   return it == p.fields.end() || it->second.empty() ? dflt : std::atoll(it->second.c_str());
 }
 
+// multiprocessing's helper processes, by the command line Python runs them
+// with (`python3 -c 'from multiprocessing.forkserver import main; main(...)'`).
+// A forkserver's children inherit its command line: they are workers when
+// they run data stages, so the command alone never makes a worker "other".
+const char* MultiprocessingHelper(const std::string& command) {
+  static const std::pair<const char*, const char*> kHelpers[] = {
+      {"from multiprocessing.resource_tracker import main", "multiprocessing's resource tracker"},
+      {"from multiprocessing.semaphore_tracker import main", "multiprocessing's semaphore tracker"},
+      {"from multiprocessing.forkserver import main", "multiprocessing's forkserver"},
+  };
+  for (const auto& [needle, name] : kHelpers) {
+    if (command.find(needle) != std::string::npos) return name;
+  }
+  return nullptr;
+}
+
+struct RoleDecision {
+  std::string role, basis;
+};
+
+// Which process is the training loop, which are its data workers, and which
+// are neither. The runtime cannot know: it writes "main" for the run's first
+// process and "worker" for every later one (forked, spawned or exec'd), and a
+// fork sequence number as the worker id unless the program sets one. Under a
+// launcher (torchrun, a script running the trainer with subprocess) the
+// first process is the launcher, and Python adds helpers (the resource
+// tracker, the forkserver) that are nobody's workers. So the roles come from
+// what each process did:
+// - "main": it records the training loop's steps (or its waits, when no
+//   process records steps); with neither anywhere, the run's first process;
+// - "worker": it runs data stages, or it carries a worker id, was forked by a
+//   training process (or by one outside the profile) and was not replaced by
+//   an exec; a multiprocessing helper or an image that exec'd is not one;
+// - "other": the rest (launchers, shells, helpers).
+std::vector<RoleDecision> DecideRoles(const Profile& profile) {
+  const size_t n = profile.processes.size();
+  std::vector<int64_t> steps(n), waits(n);
+  std::vector<bool> stages(n);
+  for (const Interval& iv : profile.intervals) {
+    if (iv.process >= n) continue;
+    if (iv.kind == IntervalKind::kStep) ++steps[iv.process];
+    else if (iv.kind == IntervalKind::kWait) ++waits[iv.process];
+    else stages[iv.process] = true;
+  }
+  for (const Sample& s : profile.samples) {
+    if (s.process < n && s.stage_path != 0 && s.stage_path < profile.stage_paths.size() &&
+        !profile.stage_paths[s.stage_path].empty()) {
+      stages[s.process] = true;
+    }
+  }
+  const bool any_steps = std::any_of(steps.begin(), steps.end(), [](int64_t k) { return k > 0; });
+  const bool any_waits = std::any_of(waits.begin(), waits.end(), [](int64_t k) { return k > 0; });
+  std::vector<RoleDecision> d(n);
+  std::set<std::pair<std::string, int>> known, trainers;  // (host, pid)
+  for (size_t i = 0; i < n; ++i) {
+    const Process& p = profile.processes[i];
+    known.insert({p.host, p.pid});
+    if (any_steps ? steps[i] > 0 : waits[i] > 0) {
+      d[i] = {"main", any_steps ? "records the training loop's steps"
+                                : "records the training loop's waits for data (no process records steps)"};
+    } else if (!any_steps && !any_waits && p.role == "main" && !MultiprocessingHelper(p.command)) {
+      d[i] = {"main", "the run's first process (no process records steps or waits)"};
+    }
+    if (d[i].role == "main") trainers.insert({p.host, p.pid});
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (!d[i].role.empty()) continue;
+    const Process& p = profile.processes[i];
+    const char* helper = MultiprocessingHelper(p.command);
+    const bool parent_trains = trainers.count({p.host, p.ppid}) > 0;
+    const bool parent_unknown = p.ppid <= 0 || known.count({p.host, p.ppid}) == 0;
+    if (stages[i]) {
+      d[i] = {"worker", "runs data stages"};
+    } else if (helper != nullptr) {
+      d[i] = {"other", helper};
+    } else if (p.end_reason == "exec") {
+      d[i] = {"other", "replaced by an exec before it ran a stage"};
+    } else if (p.role == "worker" && p.worker >= 0 && (parent_trains || parent_unknown)) {
+      d[i] = {"worker", "worker " + std::to_string(p.worker) +
+                            (parent_trains ? " of the training process"
+                                           : " (its parent is not in the profile)")};
+    } else {
+      bool launcher = false;
+      for (size_t j = 0; j < n; ++j) {
+        const Process& q = profile.processes[j];
+        launcher |= d[j].role == "main" && q.host == p.host && q.ppid == p.pid && q.pid != p.pid;
+      }
+      d[i] = {"other", launcher ? "started the training process (a launcher)"
+                                : "runs no data stage and is no worker of the training process"};
+    }
+  }
+  return d;
+}
+
 void AnalyzeSteps(const Profile& profile, Analysis* a, uint32_t* train_process, uint32_t* train_tid,
                   WaitIndex* waits) {
   std::map<uint32_t, int> steps_per_process;
@@ -146,8 +240,9 @@ void AnalyzeSteps(const Profile& profile, Analysis* a, uint32_t* train_process, 
   }
 }
 
-void AnalyzeStages(const Profile& profile, uint32_t train_process, uint32_t train_tid,
-                   bool has_steps, const WaitIndex& waits, Analysis* a) {
+void AnalyzeStages(const Profile& profile, const std::vector<RoleDecision>& roles,
+                   uint32_t train_process, uint32_t train_tid, bool has_steps, const WaitIndex& waits,
+                   Analysis* a) {
   struct Acc {
     int64_t self_samples = 0;
     double cpu_from_samples = 0, total_cpu_from_samples = 0;
@@ -197,7 +292,7 @@ void AnalyzeStages(const Profile& profile, uint32_t train_process, uint32_t trai
       self.has_wall = true;
       self.self_wall += s.wall_ns / 1e9;
       self.self_cpu_wall += s.cpu_ns / 1e9;
-      self.wall_by_role[proc.role] += s.wall_ns / 1e9;
+      self.wall_by_role[roles[s.process].role] += s.wall_ns / 1e9;
       self.wall_by_pid[proc.pid] += s.wall_ns / 1e9;
       (model ? self.model_wall : self.data_wall) += s.wall_ns / 1e9;
       if (!s.on_cpu) self.blocked_wall += s.wall_ns / 1e9;  // blocked at the tick
@@ -259,8 +354,8 @@ void AnalyzeStages(const Profile& profile, uint32_t train_process, uint32_t trai
       if (wall > best) best = wall, st.main_role = role;
     }
     if (st.main_role.empty() && !x.pids.empty()) {
-      for (const Process& p : profile.processes) {
-        if (p.pid == *x.pids.begin()) st.main_role = p.role;
+      for (size_t j = 0; j < profile.processes.size(); ++j) {
+        if (profile.processes[j].pid == *x.pids.begin()) st.main_role = roles[j].role;
       }
     }
     a->stages.push_back(std::move(st));
@@ -272,12 +367,12 @@ void AnalyzeStages(const Profile& profile, uint32_t train_process, uint32_t trai
   });
 }
 
-void AnalyzeBuffers(const Profile& profile, Analysis* a) {
+void AnalyzeBuffers(const Profile& profile, const std::vector<RoleDecision>& roles, Analysis* a) {
   for (const BufferSeries& b : profile.buffers) {
     BufferStats s;
     s.name = b.name;
     s.pid = profile.processes[b.process].pid;
-    s.role = profile.processes[b.process].role;
+    s.role = roles[b.process].role;
     s.capacity = b.capacity;
     s.snapshots = b.snapshots.size();
     if (b.snapshots.empty()) {
@@ -354,7 +449,7 @@ void RuntimeNotes(const Process& p, Analysis* a) {
   }
 }
 
-void AnalyzeProcesses(const Profile& profile, Analysis* a) {
+void AnalyzeProcesses(const Profile& profile, const std::vector<RoleDecision>& roles, Analysis* a) {
   std::vector<double> cpu_wall(profile.processes.size()), cpu_samples(profile.processes.size());
   std::vector<bool> has_wall(profile.processes.size());
   for (const Sample& s : profile.samples) {
@@ -372,7 +467,9 @@ void AnalyzeProcesses(const Profile& profile, Analysis* a) {
     ProcessStats ps;
     ps.pid = p.pid;
     ps.ppid = p.ppid;
-    ps.role = p.role;
+    ps.role = roles[i].role;
+    ps.recorded_role = p.role;
+    ps.role_basis = roles[i].basis;
     ps.worker = p.worker;
     ps.host = p.host;
     ps.command = p.command;
@@ -402,6 +499,47 @@ void AnalyzeProcesses(const Profile& profile, Analysis* a) {
   double cpu = 0;
   for (const ProcessStats& ps : a->processes) cpu += ps.cpu_s;
   a->cost.handler_fraction = cpu > 0 ? a->cost.handler_s / cpu : 0;
+}
+
+// The data workers at a time. Processes are not workers: a DataLoader without
+// persistent_workers forks num_workers new ones every epoch (a 2-worker
+// loader over 3 epochs is 6 processes, and the advice once asked for "about
+// 55 workers"). Two measures, the smaller wins: the distinct worker ids (the
+// program's own, dlprof_set_worker or torch's worker info; but a fork
+// sequence number when it sets none, which grows every epoch) and the most
+// worker processes alive at once (each epoch's workers may still be exiting
+// while the next ones start). Per host: merged runs' clocks do not compare.
+WorkerCount CountWorkers(const Profile& profile, const Analysis& a) {
+  WorkerCount c;
+  std::map<std::string, std::vector<std::pair<int64_t, int>>> lives;  // host -> (time, +1/-1)
+  std::set<std::pair<std::string, int>> ids;                         // (host, worker id)
+  bool all_ids = true, all_times = true;
+  for (size_t i = 0; i < a.processes.size(); ++i) {
+    const ProcessStats& ps = a.processes[i];
+    if (ps.role != "worker") continue;
+    ++c.processes;
+    const Process& p = profile.processes[i];
+    if (ps.worker >= 0) ids.insert({ps.host, ps.worker});
+    else all_ids = false;
+    if (p.start_ns > 0 && p.end_ns > p.start_ns) {
+      lives[p.host].push_back({p.start_ns, +1});
+      lives[p.host].push_back({p.end_ns, -1});
+    } else {
+      all_times = false;
+    }
+  }
+  int alive_at_once = c.processes;
+  if (all_times) {
+    alive_at_once = 0;
+    for (auto& [host, events] : lives) {
+      std::sort(events.begin(), events.end());  // an end before a start at the same time
+      int alive = 0, most = 0;
+      for (const auto& e : events) most = std::max(most, alive += e.second);
+      alive_at_once += most;
+    }
+  }
+  c.concurrent = all_ids ? std::min(static_cast<int>(ids.size()), alive_at_once) : alive_at_once;
+  return c;
 }
 
 // Cores available to the profiled program: the most any of its processes
@@ -481,10 +619,16 @@ void DecideVerdict(const Profile& profile, bool has_steps, Analysis* a) {
   v.bottleneck_stage = best->name;
   v.bottleneck_kind = best->offcpu_fraction >= 0.5 ? "io" : "cpu";
   v.bottleneck_role = best->main_role.empty() ? "main" : best->main_role;
-  std::string where = v.bottleneck_role == "worker"
-                          ? "in " + std::to_string(best->processes) + " worker process" +
-                                (best->processes == 1 ? "" : "es")
-                          : "in the training process";
+  // The pipeline's workers, each counted once however often it was re-forked.
+  const int workers = std::max(1, a->workers.concurrent);
+  std::string where = "in the training process";
+  if (v.bottleneck_role == "worker") {
+    where = "in " + std::to_string(workers) + " worker process" + (workers == 1 ? "" : "es");
+    if (a->workers.processes > workers) {
+      where += " at a time (" + std::to_string(a->workers.processes) + " over the run: workers "
+               "started anew, as a DataLoader without persistent_workers does every epoch)";
+    }
+  }
   if (v.bottleneck_kind == "io") {
     v.evidence.push_back("Stage '" + best->name + "' has the largest self time of the data "
                          "stages (" + Fmt("%.2f s", best->self_wall_s) + " " + where + ") and is "
@@ -514,16 +658,16 @@ void DecideVerdict(const Profile& profile, bool has_steps, Analysis* a) {
         // while cores last.
         const double delivered = 1 / steps.mean_s;
         const double wanted = delivered / (1 - steps.data_wait_fraction);
-        const int needed = static_cast<int>(std::ceil(best->processes * wanted / delivered));
+        const int needed = static_cast<int>(std::ceil(workers * wanted / delivered));
         rates = Fmt("%.0f workers deliver %.1f batches/s, the loop could take %.1f/s: about ",
-                    best->processes, delivered, wanted) +
+                    workers, delivered, wanted) +
                 std::to_string(needed) + " workers" +
                 (needed > cores ? " (more than the " + std::to_string(cores) + cores_where + ")" : "") +
                 Fmt(", or a %.1fx faster '", wanted / delivered) + best->name +
                 "', would remove the wait.";
       }
       v.advice.push_back("'" + best->name + "' is compute-bound in the workers (" +
-                         std::to_string(best->processes) + " workers on " + std::to_string(cores) +
+                         std::to_string(workers) + " workers on " + std::to_string(cores) +
                          cores_where + "). " +
                          (rates.empty() ? "Add workers if cores are free, or make '" + best->name +
                                               "' cheaper."
@@ -590,14 +734,20 @@ Analysis Analyze(const Profile& profile) {
   WaitIndex waits;
   AnalyzeSteps(profile, &a, &train_process, &train_tid, &waits);
   const bool has_steps = a.steps.count > 0 || a.steps.baseline_count > 0;
-  AnalyzeStages(profile, train_process, train_tid, has_steps, waits, &a);
-  AnalyzeBuffers(profile, &a);
-  AnalyzeProcesses(profile, &a);
+  const std::vector<RoleDecision> roles = DecideRoles(profile);
+  AnalyzeStages(profile, roles, train_process, train_tid, has_steps, waits, &a);
+  AnalyzeBuffers(profile, roles, &a);
+  AnalyzeProcesses(profile, roles, &a);
+  a.workers = CountWorkers(profile, a);
   DecideVerdict(profile, has_steps, &a);
   a.cost.distortion = a.steps.distortion;
   a.cost.distortion_measured = a.steps.baseline_count > 0;
   for (const std::string& w : profile.warnings) a.warnings.push_back(w);
   return a;
+}
+
+const std::string& ProcessRole(const Profile& profile, const Analysis& analysis, size_t i) {
+  return i < analysis.processes.size() ? analysis.processes[i].role : profile.processes[i].role;
 }
 
 }  // namespace dlprof

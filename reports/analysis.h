@@ -40,7 +40,8 @@ struct StageStats {
   bool data_stage = true;     // false for the training loop's own work (the model)
   std::vector<int> pids;      // processes it ran in
   std::vector<double> self_wall_by_pid;  // parallel to pids
-  std::string main_role;      // "main" or "worker": where most of its wall time is
+  std::string main_role;      // "main" or "worker": where most of its wall time is (the
+                              // processes' roles as the analysis decides them)
   int processes = 0;
 };
 
@@ -55,9 +56,17 @@ struct BufferStats {
   double full_fraction = 0;
 };
 
+// Roles, as the report decides them from what each process did (the runtime
+// only knows which process came first): "main" runs the training loop (it
+// records steps, or waits when no process records steps); "worker" is a data
+// worker (it runs data stages, or is a worker the training process forked);
+// "other" is neither: a launcher, a shell, multiprocessing's resource tracker
+// or forkserver, an image replaced by exec before it did anything.
 struct ProcessStats {
   int pid = 0, ppid = 0;
-  std::string role;
+  std::string role;           // main / worker / other, decided (see above)
+  std::string recorded_role;  // what the runtime wrote (Process::role)
+  std::string role_basis;     // why: "records the training loop's steps", ...
   int worker = -1;
   std::string host, command, file;
   int64_t samples = 0;
@@ -70,6 +79,14 @@ struct ProcessStats {
   double handler_s = 0;   // time spent in dlprof's signal handler
   int hz = 0;
   std::string unwinder, timer;
+};
+
+// The data workers feeding the training loop. A DataLoader without
+// persistent_workers forks num_workers new processes every epoch: those are
+// num_workers workers, not one per process.
+struct WorkerCount {
+  int concurrent = 0;  // workers at a time: distinct worker ids, or the most alive at once
+  int processes = 0;   // worker processes over the whole run
 };
 
 struct Verdict {
@@ -101,7 +118,8 @@ struct Analysis {
   StepStats steps;
   std::vector<StageStats> stages;  // by self wall time, largest first
   std::vector<BufferStats> buffers;
-  std::vector<ProcessStats> processes;
+  std::vector<ProcessStats> processes;  // indexed like Profile::processes
+  WorkerCount workers;
   ProfilerCost cost;
   int64_t start_ns = 0, end_ns = 0;  // the span the profile covers
   std::vector<std::string> warnings;
@@ -113,6 +131,12 @@ constexpr double kHighWaitFraction = 0.20;
 constexpr double kModerateWaitFraction = 0.05;
 
 Analysis Analyze(const Profile& profile);
+
+// The role the report gives profile.processes[i]: the analysis's decision
+// (Analysis::processes[i].role), or the recorded one for an index it lacks.
+// Every writer labels processes with this, so that pprof's `role` label, the
+// trace and the page agree with summary.json.
+const std::string& ProcessRole(const Profile& profile, const Analysis& analysis, size_t i);
 
 }  // namespace dlprof
 

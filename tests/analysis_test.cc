@@ -110,5 +110,252 @@ TEST(AnalysisStages, WaitIntervalsAreHalfOpen) {
   }
 }
 
+
+// A run's processes built by hand: who started whom, what each recorded.
+// Times are ms from the profile's start; wall ticks are 10 ms each.
+class RunBuilder {
+ public:
+  // A process as the runtime records it: `role` and `worker` are what the
+  // file says (the first process "main", every later one "worker").
+  uint32_t Add(int pid, int ppid, const std::string& role, int worker, const std::string& command,
+               int64_t start_ms, int64_t end_ms, const std::string& end = "exit") {
+    Process proc;
+    proc.pid = pid;
+    proc.ppid = ppid;
+    proc.role = role;
+    proc.worker = worker;
+    proc.command = command;
+    proc.hz = 100;
+    proc.start_ns = start_ms * kMs;
+    proc.end_ns = end_ms * kMs;
+    proc.complete = true;
+    proc.end_reason = end;
+    proc.fields = {{"warmup_steps", "0"}, {"cpus", "8"}};
+    p.processes.push_back(proc);
+    return static_cast<uint32_t>(p.processes.size() - 1);
+  }
+  // `n` steps of `step_ms` from `from_ms` on thread `tid`, each beginning with
+  // a wait for data of `wait_ms`.
+  void Steps(uint32_t proc, uint32_t tid, int n, int64_t from_ms, int64_t step_ms, int64_t wait_ms) {
+    for (int i = 0; i < n; ++i) {
+      const int64_t t = (from_ms + i * step_ms) * kMs;
+      p.intervals.push_back({proc, tid, IntervalKind::kStep, 0, t, t + step_ms * kMs});
+      p.intervals.push_back({proc, tid, IntervalKind::kWait, 0, t, t + wait_ms * kMs});
+    }
+  }
+  // Wall ticks of thread `tid` in `stage` ("" = none) over [from_ms, to_ms).
+  void Wall(uint32_t proc, uint32_t tid, const std::string& stage, int64_t from_ms, int64_t to_ms,
+            bool on_cpu = true) {
+    const uint32_t path = stage.empty() ? 0 : p.InternStagePath({p.InternStage(stage)});
+    for (int64_t t = from_ms; t + 10 <= to_ms; t += 10) {
+      Sample s;
+      s.process = proc;
+      s.tid = tid;
+      s.kind = SampleKind::kWall;
+      s.stage_path = path;
+      s.on_cpu = on_cpu;
+      s.time_ns = (t + 5) * kMs;
+      s.wall_ns = 10 * kMs;
+      s.cpu_ns = on_cpu ? 10 * kMs : 0;
+      p.samples.push_back(s);
+    }
+  }
+  // The training loop of Steps() fetching in-process (num_workers=0): `data`
+  // inside each wait, `model` in the rest of the step.
+  void InProcess(uint32_t proc, uint32_t tid, int n, int64_t from_ms, int64_t step_ms, int64_t wait_ms,
+                 const std::string& data, const std::string& model) {
+    for (int i = 0; i < n; ++i) {
+      const int64_t t = from_ms + i * step_ms;
+      Wall(proc, tid, data, t, t + wait_ms);
+      Wall(proc, tid, model, t + wait_ms, t + step_ms);
+    }
+  }
+  Profile p;
+};
+
+const char kTracker[] = "/usr/bin/python3 -c from multiprocessing.resource_tracker import main;main(5)";
+const char kForkserver[] =
+    "/usr/bin/python3 -c from multiprocessing.forkserver import main; main(7, 8, ['__main__'], "
+    "**{'sys_path': ['/work'], 'main_path': '/work/train.py'})";
+
+int CountRole(const Analysis& a, const std::string& role) {
+  int n = 0;
+  for (const ProcessStats& ps : a.processes) n += ps.role == role;
+  return n;
+}
+
+std::string Joined(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const std::string& l : lines) out += l + "\n";
+  return out;
+}
+
+// torchrun (or a script that runs the trainer with subprocess): the run's
+// first process is the launcher; its fork before the exec of the trainer is
+// a file of its own (ended by the exec); the trainer runs the loop with
+// num_workers=0, so decoding runs in it, inside its waits for data; Python
+// starts a resource tracker beside it.
+TEST(AnalysisRoles, UnderALauncherTheProcessThatRunsTheLoopIsTheTrainer) {
+  RunBuilder run;
+  const std::string torchrun = "/usr/bin/python3 /usr/bin/torchrun train.py";
+  const uint32_t launcher = run.Add(100, 1, "main", -1, torchrun, 0, 2200);
+  const uint32_t pre_exec = run.Add(101, 100, "worker", 0, torchrun, 5, 6, "exec");
+  const uint32_t trainer = run.Add(101, 100, "worker", -1, "/usr/bin/python3 train.py", 6, 2150);
+  const uint32_t tracker = run.Add(102, 101, "worker", -1, kTracker, 20, 2160);
+  run.Wall(launcher, 100, "", 0, 2200, false);  // waits for its child
+  run.Wall(tracker, 102, "", 20, 2160, false);
+  run.Steps(trainer, 101, 20, 100, 100, 60);
+  run.InProcess(trainer, 101, 20, 100, 100, 60, "decode", "forward");
+  Analysis a = Analyze(run.p);
+
+  EXPECT_EQ(a.steps.process, trainer);
+  EXPECT_EQ(a.processes[trainer].role, "main");
+  EXPECT_EQ(a.processes[launcher].role, "other");
+  EXPECT_EQ(a.processes[pre_exec].role, "other");
+  EXPECT_EQ(a.processes[tracker].role, "other");
+  EXPECT_EQ(CountRole(a, "worker"), 0);
+  EXPECT_EQ(a.workers.concurrent, 0);
+  EXPECT_EQ(a.processes[launcher].role_basis, "started the training process (a launcher)");
+  EXPECT_EQ(a.processes[trainer].recorded_role, "worker");
+  const Verdict& v = a.verdict;
+  EXPECT_EQ(v.severity, "high");
+  EXPECT_EQ(v.bottleneck_stage, "decode");
+  EXPECT_EQ(v.bottleneck_kind, "cpu");
+  EXPECT_EQ(v.bottleneck_role, "main");
+  const std::string advice = Joined(v.advice), evidence = Joined(v.evidence);
+  EXPECT_NE(advice.find("'decode' runs in the training process"), std::string::npos) << advice;
+  EXPECT_EQ(advice.find("workers deliver"), std::string::npos) << advice;
+  EXPECT_NE(evidence.find("in the training process"), std::string::npos) << evidence;
+  EXPECT_LT(v.slowest_worker, 0);
+}
+
+// A DataLoader without persistent_workers: 2 workers (ids 0 and 1) forked
+// afresh for each of 3 epochs, the loop waiting 40% of each step. The
+// pipeline has 2 workers: the advice's arithmetic is 2 x 1/(1 - 0.4) = 3.3,
+// about 4 workers, not 6 x 1.67 = 10. `ids` are the workers' ids, epoch by
+// epoch; `overlap_ms` how long each epoch's workers outlive the next ones'
+// start.
+void ExpectTwoWorkersReforkedEveryEpoch(const std::vector<int>& ids, int64_t overlap_ms) {
+  SCOPED_TRACE(testing::Message() << "overlap " << overlap_ms << " ms");
+  RunBuilder run;
+  const uint32_t trainer = run.Add(100, 1, "main", -1, "/usr/bin/python3 train.py", 0, 3200);
+  run.Steps(trainer, 100, 30, 100, 100, 40);
+  run.InProcess(trainer, 100, 30, 100, 100, 40, "", "forward");
+  for (int epoch = 0; epoch < 3; ++epoch) {
+    const int64_t start = 100 + epoch * 1000, end = start + 1000 + (epoch < 2 ? overlap_ms : 0);
+    for (int k = 0; k < 2; ++k) {
+      const int pid = 200 + 2 * epoch + k;
+      const uint32_t w = run.Add(pid, 100, "worker", ids[2 * epoch + k], "/usr/bin/python3 train.py",
+                                 start, end, "_exit");
+      run.Wall(w, static_cast<uint32_t>(pid), "decode", start, end);
+    }
+  }
+  Analysis a = Analyze(run.p);
+  EXPECT_EQ(CountRole(a, "worker"), 6);  // every process is still listed
+  EXPECT_EQ(a.workers.processes, 6);
+  EXPECT_EQ(a.workers.concurrent, 2);
+  const Verdict& v = a.verdict;
+  EXPECT_EQ(v.bottleneck_stage, "decode");
+  EXPECT_EQ(v.bottleneck_role, "worker");
+  EXPECT_EQ(v.bottleneck_kind, "cpu");
+  EXPECT_NEAR(v.data_wait_fraction, 0.4, 1e-9);
+  const std::string evidence = Joined(v.evidence);
+  EXPECT_NE(evidence.find("in 2 worker processes at a time (6 over the run"), std::string::npos) << evidence;
+  const std::string advice = Joined(v.advice);
+  EXPECT_NE(advice.find("(2 workers on 8 cores on the profiled machine)"), std::string::npos) << advice;
+  EXPECT_NE(advice.find("2 workers deliver 10.0 batches/s, the loop could take 16.7/s: about 4 workers,"),
+            std::string::npos)
+      << advice;
+}
+
+TEST(AnalysisWorkers, WorkersReforkedEveryEpochCountOnceEach) {
+  ExpectTwoWorkersReforkedEveryEpoch({0, 1, 0, 1, 0, 1}, 0);
+  // The next epoch's workers start before the last ones have exited.
+  ExpectTwoWorkersReforkedEveryEpoch({0, 1, 0, 1, 0, 1}, 30);
+}
+
+TEST(AnalysisWorkers, WorkersWithoutIdsOfTheirOwnAreCountedByTheirLifetimes) {
+  // No dlprof_set_worker: each fork's sequence number is its id.
+  ExpectTwoWorkersReforkedEveryEpoch({0, 1, 2, 3, 4, 5}, 0);
+}
+
+// The forkserver start method: the trainer spawns the resource tracker and
+// the forkserver (exec'd Pythons, no worker id), and the forkserver forks the
+// 2 workers, which inherit its command line. Neither helper is a worker.
+TEST(AnalysisRoles, ForkserverAndResourceTrackerAreNotWorkers) {
+  RunBuilder run;
+  const uint32_t trainer = run.Add(100, 1, "main", -1, "/usr/bin/python3 train.py", 0, 2200);
+  const uint32_t tracker = run.Add(101, 100, "worker", -1, kTracker, 10, 2190);
+  // The trainer's fork of the forkserver before its exec (fork sequence 1).
+  const uint32_t pre_exec = run.Add(102, 100, "worker", 1, "/usr/bin/python3 train.py", 19, 20, "exec");
+  const uint32_t forkserver = run.Add(102, 100, "worker", -1, kForkserver, 20, 2180);
+  const uint32_t w0 = run.Add(103, 102, "worker", 0, kForkserver, 60, 2150, "_exit");
+  const uint32_t w1 = run.Add(104, 102, "worker", 1, kForkserver, 60, 2150, "_exit");
+  run.Steps(trainer, 100, 20, 100, 100, 50);
+  run.InProcess(trainer, 100, 20, 100, 100, 50, "", "forward");
+  run.Wall(tracker, 101, "", 10, 2190, false);
+  run.Wall(forkserver, 102, "", 20, 2180, false);  // in select(), between forks
+  run.Wall(w0, 103, "decode", 100, 2100);
+  run.Wall(w1, 104, "decode", 100, 2100);
+  Analysis a = Analyze(run.p);
+
+  EXPECT_EQ(a.processes[trainer].role, "main");
+  EXPECT_EQ(a.processes[tracker].role, "other");
+  EXPECT_EQ(a.processes[forkserver].role, "other");
+  EXPECT_EQ(a.processes[pre_exec].role, "other");
+  EXPECT_EQ(a.processes[w0].role, "worker");
+  EXPECT_EQ(a.processes[w1].role, "worker");
+  EXPECT_EQ(a.processes[tracker].role_basis, "multiprocessing's resource tracker");
+  EXPECT_EQ(a.processes[forkserver].role_basis, "multiprocessing's forkserver");
+  EXPECT_EQ(a.workers.processes, 2);
+  EXPECT_EQ(a.workers.concurrent, 2);
+  const Verdict& v = a.verdict;
+  EXPECT_EQ(v.bottleneck_stage, "decode");
+  EXPECT_EQ(v.bottleneck_role, "worker");
+  EXPECT_NEAR(v.worker_imbalance, 1.0, 1e-9);
+  const std::string advice = Joined(v.advice);
+  // 2 x 1/(1 - 0.5) = 4 exactly, give or take a rounding: 4 or 5.
+  EXPECT_NE(advice.find("(2 workers on 8 cores on the profiled machine). 2 workers deliver 10.0 "
+                        "batches/s, the loop could take 20.0/s"),
+            std::string::npos)
+      << advice;
+}
+
+// A worker the training process forked counts even when no tick saw it in a
+// stage (too fast, or idle); a child the launcher forked is not a worker,
+// though it carries a fork sequence number as its id too.
+TEST(AnalysisRoles, AForkedWorkerWithoutStagesCountsAndALaunchersChildDoesNot) {
+  RunBuilder run;
+  const uint32_t launcher = run.Add(100, 1, "main", -1, "/bin/launch ./train", 0, 2300);
+  const uint32_t helper = run.Add(101, 100, "worker", 5, "/bin/launch ./train", 10, 2250);
+  const uint32_t trainer = run.Add(102, 100, "worker", -1, "./train", 20, 2200);
+  std::vector<uint32_t> w;
+  for (int k = 0; k < 3; ++k) w.push_back(run.Add(110 + k, 102, "worker", k, "./train", 40, 2150));
+  run.Wall(helper, 101, "", 10, 2250, false);
+  run.Steps(trainer, 102, 20, 100, 100, 50);
+  run.InProcess(trainer, 102, 20, 100, 100, 50, "", "forward");
+  run.Wall(w[0], 110, "read", 100, 1100, false);
+  run.Wall(w[1], 111, "read", 100, 1100, false);
+  run.Wall(w[2], 112, "", 100, 1100, false);  // its reads fell between ticks
+  Analysis a = Analyze(run.p);
+
+  EXPECT_EQ(a.processes[launcher].role, "other");
+  EXPECT_EQ(a.processes[helper].role, "other");
+  EXPECT_EQ(a.processes[trainer].role, "main");
+  for (uint32_t i : w) EXPECT_EQ(a.processes[i].role, "worker") << i;
+  EXPECT_EQ(a.processes[w[2]].role_basis, "worker 2 of the training process");
+  EXPECT_EQ(a.workers.concurrent, 3);
+  const Verdict& v = a.verdict;
+  EXPECT_EQ(v.bottleneck_stage, "read");
+  EXPECT_EQ(v.bottleneck_kind, "io");
+  EXPECT_EQ(v.bottleneck_role, "worker");
+  // Workers 0 and 1 spent 1 s each in 'read', worker 2 none: 1 / 0.5. (With
+  // the launcher's child as a fourth worker it would be 1 / 0.33.)
+  EXPECT_NEAR(v.worker_imbalance, 2.0, 1e-9);
+  EXPECT_EQ(v.slowest_worker, 1);
+  const std::string evidence = Joined(v.evidence);
+  EXPECT_NE(evidence.find("in 3 worker processes)"), std::string::npos) << evidence;
+}
+
 }  // namespace
 }  // namespace dlprof
