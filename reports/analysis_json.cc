@@ -55,6 +55,7 @@ json AnalysisJson(const Analysis& a) {
   for (const ProcessStats& p : a.processes) {
     json pj = {{"pid", p.pid},           {"ppid", p.ppid},
                {"role", p.role},         {"worker", p.worker},
+               {"recorded_role", p.recorded_role}, {"role_basis", p.role_basis},
                {"samples", p.samples},   {"dropped", p.dropped},
                {"cpu_s", Round(p.cpu_s)}, {"wall_s", Round(p.wall_s)},
                {"complete", p.complete}, {"end", p.end_reason},
@@ -63,6 +64,9 @@ json AnalysisJson(const Analysis& a) {
     if (!p.host.empty()) pj["host"] = p.host;
     j["processes"].push_back(pj);
   }
+  // Workers at a time (what the advice counts) and worker processes over the
+  // run (more when workers are started anew every epoch).
+  j["workers"] = {{"concurrent", a.workers.concurrent}, {"processes", a.workers.processes}};
   const StepStats& s = a.steps;
   j["steps"] = {{"count", s.count},
                 {"median_s", Round(s.median_s)},

@@ -358,7 +358,7 @@ json DataJson(const Profile& p, const Analysis& a) {
   j["processes"] = json::array();
   for (size_t i = 0; i < p.processes.size(); ++i) {
     const Process& proc = p.processes[i];
-    json pj = {{"pid", proc.pid},       {"ppid", proc.ppid},       {"role", proc.role},
+    json pj = {{"pid", proc.pid},       {"ppid", proc.ppid},       {"role", ProcessRole(p, a, i)},
                {"worker", proc.worker}, {"command", proc.command}, {"host", proc.host},
                {"hz", proc.hz},         {"mode", proc.mode}};
     if (i < a.processes.size()) {
@@ -368,6 +368,8 @@ json DataJson(const Profile& p, const Analysis& a) {
                  {"cpu_s", Round(s.cpu_s)},
                  {"wall_s", Round(s.wall_s)},
                  {"busy_fraction", Round(s.busy_fraction)},
+                 {"recorded_role", s.recorded_role},
+                 {"role_basis", s.role_basis},
                  {"complete", s.complete},
                  {"end", s.end_reason},
                  {"handler_s", Round(s.handler_s)},

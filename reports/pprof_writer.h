@@ -3,6 +3,7 @@
 #define DLPROF_REPORTS_PPROF_WRITER_H_
 
 #include <string>
+#include <vector>
 
 #include "readers/profile.h"
 
@@ -23,11 +24,16 @@ namespace dlprof {
 //
 // The tables (strings, functions, mappings, locations) come before the
 // samples, so a truncated file still resolves every sample it holds.
-std::string EncodePprof(const Profile& profile);
+//
+// `roles`, when given, is the `role` label of each process (indexed like
+// profile.processes: the roles `dlprof report`'s analysis decided, see
+// ProcessRole in reports/analysis.h); else each process's recorded role.
+std::string EncodePprof(const Profile& profile, const std::vector<std::string>& roles = {});
 
-// Writes EncodePprof(profile) gzipped to `path` (the form pprof expects on
-// disk). Throws std::runtime_error naming the path when it cannot be written.
-void WritePprof(const Profile& profile, const std::string& path);
+// Writes EncodePprof(profile, roles) gzipped to `path` (the form pprof expects
+// on disk). Throws std::runtime_error naming the path when it cannot be written.
+void WritePprof(const Profile& profile, const std::string& path,
+                const std::vector<std::string>& roles = {});
 
 }  // namespace dlprof
 

@@ -22,14 +22,23 @@ void ReportWriter::Write(const Profile& profile, const Analysis& analysis,
 
 namespace {
 
+// The `role` labels are the analysis's roles, as summary.json has them.
+std::vector<std::string> Roles(const Profile& profile, const Analysis& analysis) {
+  std::vector<std::string> roles;
+  for (size_t i = 0; i < profile.processes.size(); ++i) {
+    roles.push_back(ProcessRole(profile, analysis, i));
+  }
+  return roles;
+}
+
 class PprofReportWriter : public ReportWriter {
  public:
   std::string file_name() const override { return "profile.pb.gz"; }
-  std::string Render(const Profile& profile, const Analysis&) const override {
-    return EncodePprof(profile);  // uncompressed: for tests and piping
+  std::string Render(const Profile& profile, const Analysis& analysis) const override {
+    return EncodePprof(profile, Roles(profile, analysis));  // uncompressed: for tests and piping
   }
-  void Write(const Profile& profile, const Analysis&, const std::string& dir) const override {
-    WritePprof(profile, dir + "/" + file_name());
+  void Write(const Profile& profile, const Analysis& analysis, const std::string& dir) const override {
+    WritePprof(profile, dir + "/" + file_name(), Roles(profile, analysis));
   }
 };
 

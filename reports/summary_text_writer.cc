@@ -155,11 +155,24 @@ class SummaryTextWriter : public ReportWriter {
     }
 
     out += "\nProcesses\n---------\n";
+    int mains = 0, others = 0;
     for (const ProcessStats& p : a.processes) {
-      out += Line("  pid %-7d %s worker %-3d samples %-7lld dropped %-5llu cpu %7.3fs wall %7.3fs  %s",
+      mains += p.role == "main";
+      others += p.role != "main" && p.role != "worker";
+    }
+    // Workers at a time (what the advice counts), then every process with
+    // its role and what decided it.
+    const WorkerCount& w = a.workers;
+    out += Line("  %d training process%s, %d worker%s at a time (%d worker process%s over the "
+                "run), %d other",
+                mains, mains == 1 ? "" : "es", w.concurrent, w.concurrent == 1 ? "" : "s",
+                w.processes, w.processes == 1 ? "" : "es", others);
+    for (const ProcessStats& p : a.processes) {
+      out += Line("  pid %-7d %s worker %-3d samples %-7lld dropped %-5llu cpu %7.3fs wall %7.3fs"
+                  "  %s  %s",
                   p.pid, Cell(p.role, 6).c_str(), p.worker, static_cast<long long>(p.samples),
                   static_cast<unsigned long long>(p.dropped), p.cpu_s, p.wall_s,
-                  Clean(p.end_reason, 30).c_str());
+                  Cell(p.end_reason, 20).c_str(), Clean(p.role_basis, 80).c_str());
     }
 
     out += "\nProfiler\n--------\n";

@@ -247,10 +247,10 @@ class TraceWriter : public ReportWriter {
     for (size_t i = 0; i < p.processes.size(); ++i) {
       const Process& proc = p.processes[i];
       const int64_t pid = trace_pid[i];
+      const std::string& role = ProcessRole(p, a, i);  // the analysis's, as summary.json has it
       std::string label =
-          proc.role == "worker"
-              ? (proc.worker >= 0 ? "worker " + std::to_string(proc.worker) : "worker")
-              : proc.role;
+          role == "worker" ? (proc.worker >= 0 ? "worker " + std::to_string(proc.worker) : "worker")
+                           : role;
       std::string name = label + " (pid " + std::to_string(proc.pid) + ")";
       if (!proc.command.empty()) name += " " + proc.command;
       if (!proc.host.empty()) name += " @" + proc.host;
@@ -261,14 +261,17 @@ class TraceWriter : public ReportWriter {
            {"pid", pid},
            {"tid", 0},
            {"args",
-            {{"name", name}, {"role", proc.role}, {"worker", proc.worker}, {"pid", proc.pid}}}}));
+            {{"name", name}, {"role", role}, {"worker", proc.worker}, {"pid", proc.pid}}}}));
       meta.push_back(Meta({{"name", "process_labels"},
                            {"ph", "M"},
                            {"ts", 0},
                            {"pid", pid},
                            {"tid", 0},
-                           {"args", {{"labels", "role=" + proc.role}}}}));
-      const int64_t sort = proc.role == "main" ? 0 : 1 + std::max(proc.worker, -1) + 1;
+                           {"args", {{"labels", "role=" + role}}}}));
+      // The training process first, then the workers by id, then the rest.
+      const int64_t sort = role == "main"     ? 0
+                           : role == "worker" ? 1 + std::max(proc.worker, -1) + 1
+                                              : int64_t{1} << 30;
       meta.push_back(Meta({{"name", "process_sort_index"},
                            {"ph", "M"},
                            {"ts", 0},

@@ -1,11 +1,16 @@
 // The analysis on profiles built by hand, where every number is known.
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
+#include "readers/pprof_reader.h"
 #include "readers/profile.h"
 #include "reports/analysis.h"
+#include "reports/report_writer.h"
 
 namespace dlprof {
 namespace {
@@ -195,18 +200,29 @@ std::string Joined(const std::vector<std::string>& lines) {
 // a file of its own (ended by the exec); the trainer runs the loop with
 // num_workers=0, so decoding runs in it, inside its waits for data; Python
 // starts a resource tracker beside it.
-TEST(AnalysisRoles, UnderALauncherTheProcessThatRunsTheLoopIsTheTrainer) {
+struct LauncherRun {
   RunBuilder run;
+  uint32_t launcher, pre_exec, trainer, tracker;
+};
+LauncherRun MakeLauncherRun() {
+  LauncherRun l;
+  RunBuilder& run = l.run;
   const std::string torchrun = "/usr/bin/python3 /usr/bin/torchrun train.py";
-  const uint32_t launcher = run.Add(100, 1, "main", -1, torchrun, 0, 2200);
-  const uint32_t pre_exec = run.Add(101, 100, "worker", 0, torchrun, 5, 6, "exec");
-  const uint32_t trainer = run.Add(101, 100, "worker", -1, "/usr/bin/python3 train.py", 6, 2150);
-  const uint32_t tracker = run.Add(102, 101, "worker", -1, kTracker, 20, 2160);
-  run.Wall(launcher, 100, "", 0, 2200, false);  // waits for its child
-  run.Wall(tracker, 102, "", 20, 2160, false);
-  run.Steps(trainer, 101, 20, 100, 100, 60);
-  run.InProcess(trainer, 101, 20, 100, 100, 60, "decode", "forward");
-  Analysis a = Analyze(run.p);
+  l.launcher = run.Add(100, 1, "main", -1, torchrun, 0, 2200);
+  l.pre_exec = run.Add(101, 100, "worker", 0, torchrun, 5, 6, "exec");
+  l.trainer = run.Add(101, 100, "worker", -1, "/usr/bin/python3 train.py", 6, 2150);
+  l.tracker = run.Add(102, 101, "worker", -1, kTracker, 20, 2160);
+  run.Wall(l.launcher, 100, "", 0, 2200, false);  // waits for its child
+  run.Wall(l.tracker, 102, "", 20, 2160, false);
+  run.Steps(l.trainer, 101, 20, 100, 100, 60);
+  run.InProcess(l.trainer, 101, 20, 100, 100, 60, "decode", "forward");
+  return l;
+}
+
+TEST(AnalysisRoles, UnderALauncherTheProcessThatRunsTheLoopIsTheTrainer) {
+  const LauncherRun l = MakeLauncherRun();
+  const uint32_t launcher = l.launcher, pre_exec = l.pre_exec, trainer = l.trainer, tracker = l.tracker;
+  Analysis a = Analyze(l.run.p);
 
   EXPECT_EQ(a.steps.process, trainer);
   EXPECT_EQ(a.processes[trainer].role, "main");
@@ -355,6 +371,53 @@ TEST(AnalysisRoles, AForkedWorkerWithoutStagesCountsAndALaunchersChildDoesNot) {
   EXPECT_EQ(v.slowest_worker, 1);
   const std::string evidence = Joined(v.evidence);
   EXPECT_NE(evidence.find("in 3 worker processes)"), std::string::npos) << evidence;
+}
+
+// What summary.json says about roles, every other output says too: pprof's
+// `role` label, the trace's process labels, the page's processes. (They were
+// each taken from the runtime's record, which calls a launcher "main".)
+TEST(AnalysisRoles, EveryWriterLabelsProcessesWithTheDecidedRoles) {
+  const LauncherRun l = MakeLauncherRun();
+  const Profile& profile = l.run.p;
+  const Analysis a = Analyze(profile);
+  using nlohmann::json;
+
+  const json summary = json::parse(MakeSummaryJsonWriter()->Render(profile, a));
+  ASSERT_EQ(summary["processes"].size(), 4u);
+  EXPECT_EQ(summary["processes"][l.launcher]["role"], "other");
+  EXPECT_EQ(summary["processes"][l.launcher]["recorded_role"], "main");
+  EXPECT_EQ(summary["processes"][l.trainer]["role"], "main");
+  EXPECT_EQ(summary["processes"][l.trainer]["role_basis"], "records the training loop's steps");
+  EXPECT_EQ(summary["workers"], json({{"concurrent", 0}, {"processes", 0}}));
+  EXPECT_EQ(summary["verdict"]["bottleneck_role"], "main");
+
+  // The page's data: the JSON document in <script id="dlprof-data">.
+  const std::string page = MakeHtmlWriter()->Render(profile, a);
+  const size_t open = page.find('>', page.find("id=\"dlprof-data\"")) + 1;
+  const json data = json::parse(page.substr(open, page.find("</script>", open) - open));
+  for (size_t i = 0; i < profile.processes.size(); ++i) {
+    EXPECT_EQ(data["processes"][i]["role"], a.processes[i].role) << i;
+  }
+  EXPECT_EQ(data["workers"]["concurrent"], 0);
+
+  // Trace: each process's labels.
+  const json trace = json::parse(MakeTraceWriter()->Render(profile, a));
+  std::map<int, std::set<std::string>> labels;  // pid -> "role=..."
+  for (const json& e : trace["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "process_name") {
+      labels[e["args"]["pid"].get<int>()].insert("role=" + e["args"]["role"].get<std::string>());
+    }
+  }
+  EXPECT_EQ(labels[100], std::set<std::string>{"role=other"});
+  EXPECT_EQ(labels[101], (std::set<std::string>{"role=main", "role=other"}));  // trainer, its pre-exec image
+  EXPECT_EQ(labels[102], std::set<std::string>{"role=other"});
+
+  // pprof, read back: one process per (pid, role, worker) label set.
+  Profile back;
+  ReadPprofBuffer(MakePprofReportWriter()->Render(profile, a), "p.pb", &back);
+  std::set<std::pair<int, std::string>> roles;
+  for (const Process& p : back.processes) roles.insert({p.pid, p.role});
+  EXPECT_EQ(roles, (std::set<std::pair<int, std::string>>{{100, "other"}, {101, "main"}, {102, "other"}}));
 }
 
 }  // namespace

@@ -463,5 +463,67 @@ TEST(HtmlReport, BigFlameGraphIsCappedAndSaysSo) {
   EXPECT_NE(b.dom.find("keeps the heaviest 20,000 of 40,201 frames"), std::string::npos);
 }
 
+// A launcher, its trainer and 2 workers forked afresh for each of 3 epochs:
+// the header counts the workers at a time, the processes table says what
+// decided each role.
+TEST(HtmlReport, HeaderCountsWorkersAtATimeAndTheTableSaysWhyEachRole) {
+  REQUIRE_CHROMIUM();
+  constexpr int64_t kMs = 1000000;
+  Profile p;
+  auto add = [&](int pid, int ppid, const char* role, int worker, const char* command,
+                 int64_t start_ms, int64_t end_ms) {
+    Process proc;
+    proc.pid = pid;
+    proc.ppid = ppid;
+    proc.role = role;
+    proc.worker = worker;
+    proc.command = command;
+    proc.start_ns = start_ms * kMs;
+    proc.end_ns = end_ms * kMs;
+    proc.complete = true;
+    proc.end_reason = "exit";
+    proc.fields = {{"warmup_steps", "0"}};
+    p.processes.push_back(proc);
+    return static_cast<uint32_t>(p.processes.size() - 1);
+  };
+  auto wall = [&](uint32_t proc, const std::string& stage, int64_t at_ms) {
+    Sample s;
+    s.process = proc;
+    s.tid = static_cast<uint32_t>(p.processes[proc].pid);
+    s.kind = SampleKind::kWall;
+    s.stage_path = stage.empty() ? 0 : p.InternStagePath({p.InternStage(stage)});
+    s.time_ns = at_ms * kMs;
+    s.wall_ns = s.cpu_ns = 10 * kMs;
+    p.samples.push_back(s);
+  };
+  const uint32_t launcher = add(100, 1, "main", -1, "launch ./train", 0, 3300);
+  const uint32_t trainer = add(101, 100, "worker", -1, "./train", 10, 3200);
+  wall(launcher, "", 50);
+  for (int i = 0; i < 30; ++i) {
+    const int64_t t = (100 + 100 * i) * kMs;
+    p.intervals.push_back({trainer, 101, IntervalKind::kStep, 0, t, t + 100 * kMs});
+    p.intervals.push_back({trainer, 101, IntervalKind::kWait, 0, t, t + 40 * kMs});
+  }
+  for (int epoch = 0; epoch < 3; ++epoch) {
+    for (int k = 0; k < 2; ++k) {
+      const int64_t start = 100 + 1000 * epoch;
+      const uint32_t w = add(200 + 2 * epoch + k, 101, "worker", k, "./train", start, start + 1000);
+      for (int64_t t = start; t < start + 1000; t += 10) wall(w, "decode", t + 5);
+    }
+  }
+  const Analysis a = Analyze(p);
+  const std::string dir = MakeTempDir("dlprof-html-roles");
+  MakeHtmlWriter()->Write(p, a, dir);
+  BrowserResult b = LoadPage("file://" + dir + "/report.html");
+  ASSERT_TRUE(b.ran) << b.log;
+  EXPECT_TRUE(b.console.empty()) << Joined(b.console);
+  const std::regex subtitle(
+      R"re(id="subtitle"[^>]*>[^<]*8 processes \(2 workers, 6 worker processes over the run\))re");
+  EXPECT_TRUE(std::regex_search(b.dom, subtitle)) << b.dom.substr(0, 3000);
+  EXPECT_NE(b.dom.find("<td>started the training process (a launcher)</td>"), std::string::npos);
+  EXPECT_NE(b.dom.find("<td>records the training loop's steps</td>"), std::string::npos);
+  EXPECT_NE(b.dom.find("Bottleneck: stage <strong>decode</strong>"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace dlprof

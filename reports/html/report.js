@@ -97,9 +97,14 @@
     var parts = [];
     if (m && m.command) parts.push(m.command);
     parts.push(secs(data.duration_s || 0) + " profiled");
-    var workers = procs.filter(function (p) { return p.role === "worker"; }).length;
+    // Workers at a time, as the advice counts them: a DataLoader without
+    // persistent_workers starts new worker processes every epoch.
+    var wk = data.workers || {};
+    var workerProcs = procs.filter(function (p) { return p.role === "worker"; }).length;
+    var workers = typeof wk.concurrent === "number" ? wk.concurrent : workerProcs;
+    var over = workerProcs > workers ? ", " + workerProcs + " worker processes over the run" : "";
     parts.push(procs.length + " process" + (procs.length === 1 ? "" : "es") +
-               (workers ? " (" + workers + " worker" + (workers === 1 ? "" : "s") + ")" : ""));
+               (workers ? " (" + workers + " worker" + (workers === 1 ? "" : "s") + over + ")" : ""));
     if (m && m.hz) parts.push(m.hz + " Hz" + (m.mode ? ", " + m.mode + " mode" : ""));
     $("subtitle").textContent = parts.join(" · ");
     if (m && m.command) document.title = "dlprof: " + m.command;
@@ -449,6 +454,11 @@
     var rows = procs.map(function (p, i) { var r = Object.assign({}, p); r.index = i; return r; });
     box.appendChild(table([
       { h: "Process", v: function (p) { return procLabel(p.index); } },
+      // Why the report gives it that role (the runtime only knows which
+      // process came first): "records the training loop's steps", ...
+      { h: "Role from", v: function (p) { return p.role_basis || ""; },
+        title: "what the process did that decides its role: main runs the training loop, " +
+               "worker is a data worker, other is neither (a launcher, a helper)" },
       { h: "Parent", num: true, v: function (p) { return p.ppid; }, f: String },
       { h: "Command", cls: "name", v: function (p) { return p.command || ""; } },
       { h: "Samples", num: true, v: function (p) { return p.samples || 0; }, f: num },
