@@ -372,5 +372,26 @@ TEST(TorchAnnotations, DatapipeChainIsOneNestedStagePerDatapipe) {
   EXPECT_NEAR(decode / (decode + augment), 2.0 / 3.0, 0.1);
 }
 
+// multiprocessing's resource tracker and forkserver outlive the program by a
+// moment: `dlprof run` waits for them, so that their profiles are complete
+// when the report is written (before, they were reported "died").
+TEST(TorchAnnotations, DlprofRunWaitsForTheHelpersTheProgramLeaves) {
+  const std::string dir = MakeTempDir("dlprof-pyrun");
+  ProcessResult r = RunProcess({std::string(DLPROF_BUILD_DIR) + "/tools/dlprof", "run", "-o",
+                                dir + "/out", "-r", dir + "/report", "--", kPython,
+                                Script("torch_annotations.py"), "map", "2", "forkserver"},
+                               {}, 120);
+  ASSERT_EQ(r.exit_code, 0) << Show(r);
+  std::ifstream in(dir + "/report/summary.json");
+  ASSERT_TRUE(in) << Show(r);
+  const json j = json::parse(in);
+  int helpers = 0;
+  for (const json& p : j["processes"]) {
+    EXPECT_EQ(p["complete"], true) << p.dump();
+    helpers += p["role"] == "other";  // the tracker and the forkserver (not its workers)
+  }
+  EXPECT_EQ(helpers, 2) << j["processes"].dump();
+}
+
 }  // namespace
 }  // namespace dlprof

@@ -1,6 +1,7 @@
 // The dlprof command: run a program under the profiler, report a run, convert
 // profiles, list backends. Exit status: 0 ok, 1 failure, 2 usage error; `run`
 // returns the profiled program's own status.
+#include <dirent.h>
 #include <limits.h>
 #include <malloc.h>
 #include <signal.h>
@@ -226,6 +227,25 @@ std::string FindLibrary() {
                            "); set DLPROF_LIB to its path");
 }
 
+// The processes of a run that are still alive, from the pids in its file
+// names (ROLE-PID.dlprof).
+std::vector<pid_t> LiveRunProcesses(const std::string& run_dir) {
+  std::vector<pid_t> live;
+  DIR* dir = opendir(run_dir.c_str());
+  if (dir == nullptr) return live;
+  while (dirent* e = readdir(dir)) {
+    const char* dash = strrchr(e->d_name, '-');
+    const char* dot = strrchr(e->d_name, '.');
+    if (dash == nullptr || dot == nullptr || dot < dash || strcmp(dot, ".dlprof") != 0) continue;
+    const long pid = strtol(dash + 1, nullptr, 10);
+    if (pid > 1 && pid != getpid() && (kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM)) {
+      live.push_back(static_cast<pid_t>(pid));
+    }
+  }
+  closedir(dir);
+  return live;
+}
+
 int Run(const std::vector<std::string>& args) {
   po::options_description opts("dlprof run [options] -- CMD...");
   opts.add_options()("help,h", "show this help")("hz", po::value<int>(),
@@ -300,6 +320,10 @@ int Run(const std::vector<std::string>& args) {
     fprintf(stderr, "dlprof: the program wrote no profile (is it dynamically linked?)\n");
     return code != 0 ? code : 1;
   }
+  // Helpers the program left behind (multiprocessing's resource tracker and
+  // forkserver end just after it) finish their profiles in a moment: wait
+  // for them a little, never for a daemon.
+  for (int i = 0; i < 200 && !LiveRunProcesses(run_dir).empty(); ++i) usleep(10000);
   std::string report = vm["report"].as<std::string>();
   PrintVerdict(WriteReport({run_dir}, report), report);
   return code;
