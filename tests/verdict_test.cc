@@ -1,11 +1,15 @@
 // Ground truth for the analysis: each scenario of the example pipeline has a
 // known bottleneck, and the verdict in summary.json must name it. Each run
-// is real: worker processes, JPEG files on disk, a training loop.
+// is real: worker processes, JPEG files on disk, a training loop. Two run
+// under a launcher (tests/programs/launcher.cc), as a trainer under torchrun
+// or a Python script's subprocess does: the verdict must be the same.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "tests/support/subprocess.h"
 
@@ -15,6 +19,7 @@ namespace {
 using nlohmann::json;
 using testing::MakeTempDir;
 using testing::ProcessResult;
+using testing::ProgramPath;
 using testing::RunProcess;
 
 const std::string kDlprof = std::string(DLPROF_BUILD_DIR) + "/tools/dlprof";
@@ -28,10 +33,13 @@ struct Expected {
   const char* stage;  // "" when not input-bound
   const char* kind;
   const char* role;
+  bool under_launcher;  // run as a launcher's child, not as the run's first process
 };
 
 // Names the case in ctest's listing (instead of the struct's bytes).
-void PrintTo(const Expected& e, std::ostream* os) { *os << e.scenario; }
+void PrintTo(const Expected& e, std::ostream* os) {
+  *os << e.scenario << (e.under_launcher ? " under a launcher" : "");
+}
 
 class VerdictTest : public ::testing::TestWithParam<Expected> {
  protected:
@@ -55,10 +63,15 @@ double SelfReportedWait(const std::string& out) {
 TEST_P(VerdictTest, NamesTheKnownBottleneck) {
   const Expected& e = GetParam();
   std::string dir = MakeTempDir("dlprof-verdict");
-  ProcessResult r = RunProcess({kDlprof, "run", "-o", dir + "/out", "-r", dir + "/report", "--",
-                                kExample, "--scenario", e.scenario, "--steps", e.steps, "--images",
-                                "512", "--warmup-steps", "2", "--data-dir", *data_dir_},
-                               {{"DLPROF_WARMUP_STEPS", "2"}}, 120);
+  std::vector<std::string> argv = {kDlprof, "run", "-o", dir + "/out", "-r", dir + "/report", "--"};
+  if (e.under_launcher) argv.push_back(ProgramPath("launcher"));
+  for (const std::string& arg : {kExample, std::string("--scenario"), std::string(e.scenario),
+                                 std::string("--steps"), std::string(e.steps), std::string("--images"),
+                                 std::string("512"), std::string("--warmup-steps"), std::string("2"),
+                                 std::string("--data-dir"), *data_dir_}) {
+    argv.push_back(arg);
+  }
+  ProcessResult r = RunProcess(argv, {{"DLPROF_WARMUP_STEPS", "2"}}, 120);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   std::ifstream in(dir + "/report/summary.json");
   ASSERT_TRUE(in) << r.out << r.err;
@@ -82,11 +95,38 @@ TEST_P(VerdictTest, NamesTheKnownBottleneck) {
   EXPECT_EQ(v["bottleneck_stage"], e.stage);
   EXPECT_EQ(v["bottleneck_kind"], e.kind);
   EXPECT_EQ(v["bottleneck_role"], e.role);
-  // Every process of the run is in the report.
-  int workers = 0;
-  for (const auto& p : j["processes"]) workers += p["role"] == "worker";
-  EXPECT_EQ(workers, std::string(e.scenario) == "in-process" ? 0
-                     : std::string(e.scenario) == "imbalanced" ? 3 : 2);
+  // Every process of the run is in the report, the training process as
+  // "main" (not the launcher that started it), each data worker once.
+  const int expected_workers = std::string(e.scenario) == "in-process" ? 0
+                               : std::string(e.scenario) == "imbalanced" ? 3 : 2;
+  int workers = 0, mains = 0, others = 0;
+  for (const auto& p : j["processes"]) {
+    workers += p["role"] == "worker";
+    others += p["role"] == "other";
+    if (p["role"] == "main") {
+      ++mains;
+      EXPECT_NE(p["command"].get<std::string>().find("dlprof_example_pipeline"), std::string::npos)
+          << p.dump();
+    }
+  }
+  EXPECT_EQ(workers, expected_workers);
+  EXPECT_EQ(j["workers"]["concurrent"], expected_workers);
+  EXPECT_EQ(mains, 1);
+  // The launcher and its monitor child, and the fork before the exec when
+  // the runtime kept a file of that image.
+  if (e.under_launcher) {
+    EXPECT_GE(others, 2);
+    EXPECT_LE(others, 3);
+  } else {
+    EXPECT_EQ(others, 0);
+  }
+  const std::string advice = v["advice"].dump();
+  if (std::string(e.role) == "main") {
+    EXPECT_NE(advice.find("runs in the training process"), std::string::npos) << advice;
+  } else if (std::string(e.kind) == "cpu") {
+    EXPECT_NE(advice.find("(" + std::to_string(expected_workers) + " workers on "), std::string::npos)
+        << advice;
+  }
   if (std::string(e.scenario) == "imbalanced") {
     EXPECT_EQ(v["slowest_worker"], 0);
     EXPECT_GT(v["worker_imbalance"].get<double>(), 1.5);
@@ -95,15 +135,17 @@ TEST_P(VerdictTest, NamesTheKnownBottleneck) {
 
 INSTANTIATE_TEST_SUITE_P(
     Scenarios, VerdictTest,
-    ::testing::Values(Expected{"io-bound", "30", "high", "read", "io", "worker"},
-                      Expected{"decode-bound", "60", "high", "decode", "cpu", "worker"},
-                      Expected{"model-bound", "16", "none", "", "", ""},
-                      Expected{"imbalanced", "30", "high", "read", "io", "worker"},
-                      Expected{"in-process", "30", "high", "decode", "cpu", "main"}),
+    ::testing::Values(Expected{"io-bound", "30", "high", "read", "io", "worker", false},
+                      Expected{"decode-bound", "60", "high", "decode", "cpu", "worker", false},
+                      Expected{"model-bound", "16", "none", "", "", "", false},
+                      Expected{"imbalanced", "30", "high", "read", "io", "worker", false},
+                      Expected{"in-process", "30", "high", "decode", "cpu", "main", false},
+                      Expected{"decode-bound", "60", "high", "decode", "cpu", "worker", true},
+                      Expected{"in-process", "30", "high", "decode", "cpu", "main", true}),
     [](const ::testing::TestParamInfo<Expected>& info) {
       std::string name = info.param.scenario;
       for (char& c : name) if (c == '-') c = '_';
-      return name;
+      return name + (info.param.under_launcher ? "_under_launcher" : "");
     });
 
 }  // namespace
