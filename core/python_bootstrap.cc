@@ -32,6 +32,23 @@ std::string ReadCmdline() {
   return out;
 }
 
+// Whether `dir` (a real path) is one of the entries of a PYTHONPATH value.
+bool OnPath(const std::string& value, const std::string& dir) {
+  for (size_t at = 0; at <= value.size();) {
+    size_t end = value.find(':', at);
+    if (end == std::string::npos) end = value.size();
+    const std::string entry = value.substr(at, end - at);
+    if (!entry.empty()) {
+      char* real = realpath(entry.c_str(), nullptr);
+      const bool same = real != nullptr && dir == real;
+      free(real);
+      if (same) return true;
+    }
+    at = end + 1;
+  }
+  return false;
+}
+
 std::string LibraryPath() {
   Dl_info info{};
   if (dladdr(reinterpret_cast<void*>(&FindPythonBootstrap), &info) == 0 || info.dli_fname == nullptr) {
@@ -73,7 +90,10 @@ bool PythonRunsSitecustomize(const std::string& cmdline) {
   for (size_t i = 1; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a.size() < 2 || a[0] != '-' || a == "--") return true;  // the script, "-", or the end
-    if (a[1] == '-') continue;  // --check-hash-based-pycs takes a value, but never E/I/S
+    if (a[1] == '-') {
+      if (a == "--check-hash-based-pycs") ++i;  // its value is the next argument
+      continue;
+    }
     for (size_t c = 1; c < a.size(); ++c) {
       const char o = a[c];
       if (o == 'E' || o == 'I' || o == 'S') return false;
@@ -98,11 +118,21 @@ std::string PreparePythonBootstrap(bool enabled) {
   }
   const std::string dir = FindPythonBootstrap(LibraryPath());
   if (dir.empty()) return "off: dlprof's Python package is not next to libdlprof";
-  // CPython ignores an empty PYTHONPATH, but "dir:" would add the current
-  // folder: "dir:dir" says "it was empty" to the bootstrap instead.
+  // What PYTHONPATH was, for the bootstrap to put back: "u" (unset) or
+  // "s" and the value.
   const char* old = getenv("PYTHONPATH");
-  const std::string value = old == nullptr ? dir : *old == '\0' ? dir + ":" + dir : dir + ":" + old;
-  if (setenv("PYTHONPATH", value.c_str(), 1) != 0) return "off: cannot set PYTHONPATH";
+  if (old != nullptr && OnPath(old, dir)) {
+    // Put there by the user: left alone ("k"), and site's removal of
+    // duplicate entries cannot move it.
+    return setenv("_DLPROF_PYTHONPATH_BEFORE", "k", 1) == 0 ? "on" : "off: cannot set the environment";
+  }
+  const std::string before = old == nullptr ? "u" : std::string("s") + old;
+  const std::string value = old == nullptr || *old == '\0' ? dir : dir + ":" + old;
+  if (setenv("_DLPROF_PYTHONPATH_BEFORE", before.c_str(), 1) != 0 ||
+      setenv("PYTHONPATH", value.c_str(), 1) != 0) {
+    unsetenv("_DLPROF_PYTHONPATH_BEFORE");
+    return "off: cannot set PYTHONPATH";
+  }
   return "on";
 }
 

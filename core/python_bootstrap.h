@@ -25,10 +25,10 @@ bool PythonRunsSitecustomize(const std::string& cmdline_nul_separated);
 // At session start, single-threaded, before Py_Initialize: when `enabled`
 // (DLPROF_AUTO_ANNOTATE), in a process that
 // contains CPython not yet initialised, whose command line lets site run,
-// prepends the bootstrap folder to PYTHONPATH: "dir" when it was not set,
-// "dir:dir" when it was "" (CPython ignores an empty one; "dir:" would add
-// the current folder), else "dir:OLD"; the bootstrap undoes exactly that.
-// Returns what it
+// prepends the bootstrap folder to PYTHONPATH and says in
+// _DLPROF_PYTHONPATH_BEFORE what it was ("u": unset, "s<value>"; "k" when the
+// folder is on it already, which is then left alone); the
+// bootstrap puts it back and removes the marker. Returns what it
 // did, for the profile's process fields: "on", "off: <why>", or "" when the
 // process is not Python. Not signal-safe.
 std::string PreparePythonBootstrap(bool enabled);

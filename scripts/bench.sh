@@ -77,7 +77,7 @@ log "Python training runs done ($((SECONDS - start)) s)"
 # The Python API's cost per call (ns), unprofiled and profiled.
 for profiled in 0 1; do
   if ((profiled)); then
-    DLPROF_SAMPLE=1 DLPROF_OUT="$scratch/dl" LD_PRELOAD="$build/core/libdlprof.so" \
+    PYTHONPATH="$build/python" DLPROF_SAMPLE=1 DLPROF_OUT="$scratch/dl" LD_PRELOAD="$build/core/libdlprof.so" \
       /usr/bin/python3 bench/python_api_bench.py
   else
     PYTHONPATH="$build/python" /usr/bin/python3 bench/python_api_bench.py

@@ -41,6 +41,7 @@ using testing::RunProcess;
 const std::string kPython = "/usr/bin/python3";
 const std::string kLib = DLPROF_LIB_PATH;
 const std::string kPackageDir = std::string(DLPROF_BUILD_DIR) + "/python";
+const std::string kBootstrap = kPackageDir + "/dlprof/_bootstrap";
 
 std::string Script(const std::string& name) {
   return std::string(DLPROF_SOURCE_DIR) + "/tests/python/" + name;
@@ -145,7 +146,7 @@ TEST(PythonPackage, EveryCallIsANoOpUnprofiled) {
 TEST(PythonPackage, StagesStepsBuffersAndWorkerAreWhatTheProgramDid) {
   constexpr int kSteps = 60;
   PyRun run = RunPython({Script("package_api.py"), std::to_string(kSteps)}, true,
-                      {{"DLPROF_HZ", "1000"}});
+                      {{"DLPROF_HZ", "1000"}, {"PYTHONPATH", kPackageDir}});
   ASSERT_EQ(run.result.exit_code, 0) << Show(run.result);
   ASSERT_TRUE(run.out.is_object()) << Show(run.result);
   EXPECT_EQ(run.out["enabled"], true);
@@ -215,6 +216,9 @@ TEST(PythonBootstrap, ProgramSeesTheEnvironmentItWouldSeeWithoutDlprof) {
       {kUnset, {}, true},         {"/x:/y", {}, true},      {"", {}, true},
       {user_site, {}, true},      {"/x", {"-E"}, false},    {"/x", {"-I"}, false},
       {user_site, {"-S"}, false}, {"/x", {"-X", "dev", "-SE"}, false},
+      {"/x", {"--check-hash-based-pycs", "always", "-E"}, false},
+      // The bootstrap's own folder, put there by the user: left as it is.
+      {kBootstrap, {}, true},     {kBootstrap + ":/x", {}, true},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = c.flags;
@@ -226,7 +230,8 @@ TEST(PythonBootstrap, ProgramSeesTheEnvironmentItWouldSeeWithoutDlprof) {
     ASSERT_EQ(plain.result.exit_code, 0) << what << Show(plain.result);
     ASSERT_EQ(profiled.result.exit_code, 0) << what << Show(profiled.result);
     ASSERT_TRUE(profiled.out.is_object()) << what << Show(profiled.result);
-    for (const char* key : {"PYTHONPATH", "environ", "sys_path", "sitecustomize", "user_site_marker"}) {
+    for (const char* key :
+         {"PYTHONPATH", "environ", "sys_path", "sitecustomize", "user_site_marker", "dlprof_module"}) {
       EXPECT_EQ(profiled.out[key], plain.out[key]) << what << ": " << key;
     }
     EXPECT_EQ(profiled.out["dlprof_imported"], c.annotated) << what;
@@ -237,6 +242,21 @@ TEST(PythonBootstrap, ProgramSeesTheEnvironmentItWouldSeeWithoutDlprof) {
                                   : profiled.profile.processes[0].fields["python_annotations"];
     EXPECT_EQ(state.rfind(c.annotated ? "on" : "off: python runs without", 0), 0u) << what << ": " << state;
   }
+}
+
+// A module of the program's own called dlprof stays the program's: dlprof's
+// bootstrap imports its package under a private name.
+TEST(PythonBootstrap, AProgramsOwnDlprofModuleIsTheOneItImports) {
+  const std::string dir = MakeTempDir("dlprof-owndl");
+  {
+    std::ofstream f(dir + "/dlprof.py");
+    f << "MINE = True\n";
+  }
+  const std::vector<std::string> args = {"-c", "import dlprof; print(dlprof.__file__, dlprof.MINE)"};
+  PyRun plain = RunPython(args, false, {{"PYTHONPATH", dir}});
+  PyRun profiled = RunPython(args, true, {{"PYTHONPATH", dir}});
+  EXPECT_EQ(plain.result.out, dir + "/dlprof.py True\n") << Show(plain.result);
+  EXPECT_EQ(profiled.result.out, plain.result.out) << Show(profiled.result);
 }
 
 TEST(PythonBootstrap, AutoAnnotateCanBeTurnedOffAndABadValueWarnsOnce) {
@@ -317,6 +337,22 @@ void ExpectLoopSteps(const TorchRun& t) {
   ASSERT_GE(t.main, 0);
   EXPECT_EQ(CountIntervals(t.run.profile, IntervalKind::kStep, t.main), 16);
   EXPECT_EQ(CountIntervals(t.run.profile, IntervalKind::kWait, t.main), 16);
+}
+
+// Tracebacks, exception texts, warnings' file:line, datapipe iterators and
+// introspection of the patched functions: the same text with and without
+// dlprof (its wrappers are C calls, which make no Python frame).
+TEST(TorchAnnotations, TheProgramSeesNoDifference) {
+  PyRun plain = RunPython({Script("torch_fidelity.py")}, false);
+  PyRun profiled = RunPython({Script("torch_fidelity.py")}, true);
+  ASSERT_EQ(plain.result.exit_code, 0) << Show(plain.result);
+  EXPECT_EQ(profiled.result.exit_code, 0) << Show(profiled.result);
+  EXPECT_NE(plain.result.out.find("worker exception Caught ValueError"), std::string::npos)
+      << plain.result.out;
+  EXPECT_EQ(profiled.result.out, plain.result.out);
+  EXPECT_EQ(profiled.result.err, plain.result.err);
+  ASSERT_FALSE(profiled.profile.processes.empty());
+  EXPECT_EQ(profiled.profile.processes[0].fields["python_annotations"], "on");
 }
 
 TEST(TorchAnnotations, MapDatasetWithForkedWorkers) {

@@ -25,9 +25,7 @@ inside the automatic ones::
     buf.stats()   # {'mean_occupancy': ..., 'empty_fraction': ..., 'full_fraction': ...}
 """
 
-import functools as _functools
-
-from dlprof import _native
+from . import _native
 
 __all__ = ["enabled", "stage", "step", "wait", "Buffer", "set_worker", "flush"]
 __version__ = "0.1.0"
@@ -45,9 +43,11 @@ class Stage(_native.StageBase):
     __slots__ = ()
 
     def __call__(self, fn):
+        import functools
+
         enter, leave = _native.enter, _native.exit
 
-        @_functools.wraps(fn)
+        @functools.wraps(fn)
         def in_stage(*args, **kwargs):
             enter(self.id)
             try:

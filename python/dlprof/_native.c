@@ -13,7 +13,10 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <structmember.h>
+
 #include <dlfcn.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -52,6 +55,14 @@ static struct {
 } api;
 
 static int api_found = 0;
+
+/* Py_XSETREF without the non-limited header. */
+#define Py_XSETREF_COMPAT(dst, src) \
+  do {                             \
+    PyObject* old_ = (dst);        \
+    (dst) = (src);                 \
+    Py_XDECREF(old_);              \
+  } while (0)
 
 #ifdef DLPROF_API_HEADER
 __attribute__((unused)) static void check_signatures(void) {
@@ -254,6 +265,354 @@ static PyType_Spec Span_spec = {
     "dlprof._native.Span", sizeof(SpanObject), 0, Py_TPFLAGS_DEFAULT, Span_slots,
 };
 
+/* ---- Wrapper: a function run inside a stage, or as the loop's wait ----
+ *
+ * The automatic torch annotations (dlprof/_torch.py) wrap torch's fetchers,
+ * collate functions, DataLoader iterators and datapipes. A wrapper written
+ * in Python is a frame of its own: it shows in every traceback and moves
+ * every warnings.warn(stacklevel=N) that passes through it. These wrappers
+ * are C calls, which make no Python frame. Each is a descriptor, so that it
+ * works as a method (bound to the instance) as well as a function. */
+
+enum { WRAP_STAGE, WRAP_SWAP, WRAP_LOOP, WRAP_ITER };
+
+typedef struct {
+  PyObject_HEAD
+  PyObject* func;   /* the original */
+  PyObject* aux;    /* WRAP_LOOP: ready(it) -> (handle, size) or None;
+                       WRAP_ITER: stage_of(datapipe) -> stage id */
+  PyObject* bound;  /* the instance, when got through a class */
+  PyObject* dict;   /* __wrapped__, __name__, ... (functools.update_wrapper) */
+  int mode;
+  uint32_t id, back_id;
+} WrapperObject;
+
+/* The training loop's state, per thread: a step is open. */
+static _Thread_local int loop_in_step = 0;
+
+static PyObject* wrapper_type = NULL;
+static PyObject* staged_iter_type = NULL;
+static PyObject* generator_type = NULL;
+
+static PyObject* call_func(WrapperObject* w, PyObject* args, PyObject* kwargs) {
+  if (w->bound == NULL) return PyObject_Call(w->func, args, kwargs);
+  /* (self, *args): a new tuple, as a bound method would make. */
+  Py_ssize_t n = PyTuple_Size(args);
+  PyObject* full = PyTuple_New(n + 1);
+  if (full == NULL) return NULL;
+  Py_INCREF(w->bound);
+  PyTuple_SetItem(full, 0, w->bound);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* a = PyTuple_GetItem(args, i);
+    Py_INCREF(a);
+    PyTuple_SetItem(full, i + 1, a);
+  }
+  PyObject* r = PyObject_Call(w->func, full, kwargs);
+  Py_DECREF(full);
+  return r;
+}
+
+/* ready(it) -> (buffer handle, batches ready), or None: the DataLoader
+ * buffer's size. Its errors are dropped (the program never sees them). */
+static void set_ready_size(WrapperObject* w) {
+  if (w->aux == NULL || w->bound == NULL) return;
+  PyObject* r = PyObject_CallFunctionObjArgs(w->aux, w->bound, NULL);
+  if (r == NULL) {
+    PyErr_Clear();
+    return;
+  }
+  if (PyTuple_Check(r) && PyTuple_Size(r) == 2) {
+    void* handle = PyLong_AsVoidPtr(PyTuple_GetItem(r, 0));
+    unsigned long long size = PyLong_AsUnsignedLongLong(PyTuple_GetItem(r, 1));
+    if (PyErr_Occurred()) {
+      PyErr_Clear();
+    } else if (handle != NULL) {
+      api.buffer_set_size((dlprof_buffer*)handle, size);
+    }
+  }
+  Py_DECREF(r);
+}
+
+static PyObject* staged_iter_new(PyObject* it, uint32_t id);
+
+static PyObject* Wrapper_call(PyObject* self, PyObject* args, PyObject* kwargs) {
+  WrapperObject* w = (WrapperObject*)self;
+  PyObject* r;
+  switch (w->mode) {
+    case WRAP_STAGE:
+      api.stage_enter(w->id);
+      r = call_func(w, args, kwargs);
+      api.stage_exit();
+      return r;
+    case WRAP_SWAP: /* collate: fetch's sibling, called with fetch innermost */
+      api.stage_exit();
+      api.stage_enter(w->id);
+      r = call_func(w, args, kwargs);
+      api.stage_exit();
+      api.stage_enter(w->back_id);
+      return r;
+    case WRAP_LOOP:
+      /* A step runs from one __next__ to the next. The __next__ that ends
+       * an epoch leaves its step and wait open (the reader drops spans that
+       * never end): joining the workers is not a step spent waiting. */
+      if (loop_in_step) api.step_end();
+      api.step_begin();
+      set_ready_size(w);
+      api.wait_begin();
+      r = call_func(w, args, kwargs);
+      if (r == NULL && PyErr_ExceptionMatches(PyExc_StopIteration)) {
+        loop_in_step = 0;
+        return NULL;
+      }
+      api.wait_end();
+      loop_in_step = 1;
+      if (r != NULL) {
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        set_ready_size(w);
+        PyErr_Restore(type, value, tb);
+      }
+      return r;
+    case WRAP_ITER: {
+      /* __iter__ runs now, as without dlprof; a generator it returns runs
+       * each next() inside the datapipe's stage. Other iterators (a
+       * datapipe that is its own iterator) are returned as they are. */
+      r = call_func(w, args, kwargs);
+      if (r == NULL || w->bound == NULL || w->aux == NULL || generator_type == NULL ||
+          (PyObject*)Py_TYPE(r) != generator_type) {
+        return r;
+      }
+      PyObject* sid = PyObject_CallFunctionObjArgs(w->aux, w->bound, NULL);
+      unsigned long id = sid ? PyLong_AsUnsignedLong(sid) : 0;
+      Py_XDECREF(sid);
+      if (PyErr_Occurred() || id == 0) {
+        PyErr_Clear();
+        return r;
+      }
+      PyObject* staged = staged_iter_new(r, (uint32_t)id);
+      Py_DECREF(r);
+      return staged;
+    }
+  }
+  PyErr_SetString(PyExc_SystemError, "dlprof wrapper: bad mode");
+  return NULL;
+}
+
+static PyObject* wrapper_copy(WrapperObject* w, PyObject* bound) {
+  PyTypeObject* type = Py_TYPE((PyObject*)w);
+  allocfunc alloc = (allocfunc)PyType_GetSlot(type, Py_tp_alloc);
+  WrapperObject* c = (WrapperObject*)alloc(type, 0);
+  if (c == NULL) return NULL;
+  c->func = w->func;
+  Py_XINCREF(c->func);
+  c->aux = w->aux;
+  Py_XINCREF(c->aux);
+  c->bound = bound;
+  Py_XINCREF(bound);
+  c->dict = w->dict;
+  Py_XINCREF(c->dict);
+  c->mode = w->mode;
+  c->id = w->id;
+  c->back_id = w->back_id;
+  return (PyObject*)c;
+}
+
+static PyObject* Wrapper_get(PyObject* self, PyObject* obj, PyObject* type) {
+  (void)type;
+  WrapperObject* w = (WrapperObject*)self;
+  if (obj == NULL || obj == Py_None || w->bound != NULL) {
+    Py_INCREF(self);
+    return self;
+  }
+  return wrapper_copy(w, obj);
+}
+
+/* What the wrapper does not have is the original's: __code__, __defaults__,
+ * __globals__, ... (inspect.isgeneratorfunction, co_filename). */
+static PyObject* Wrapper_getattro(PyObject* self, PyObject* name) {
+  PyObject* r = PyObject_GenericGetAttr(self, name);
+  if (r != NULL || !PyErr_ExceptionMatches(PyExc_AttributeError)) return r;
+  PyErr_Clear();
+  return PyObject_GetAttr(((WrapperObject*)self)->func, name);
+}
+
+static int Wrapper_traverse(PyObject* self, visitproc visit, void* arg) {
+  WrapperObject* w = (WrapperObject*)self;
+  Py_VISIT(w->func);
+  Py_VISIT(w->aux);
+  Py_VISIT(w->bound);
+  Py_VISIT(w->dict);
+  Py_VISIT(Py_TYPE(self));
+  return 0;
+}
+
+static int Wrapper_clear(PyObject* self) {
+  WrapperObject* w = (WrapperObject*)self;
+  Py_CLEAR(w->func);
+  Py_CLEAR(w->aux);
+  Py_CLEAR(w->bound);
+  Py_CLEAR(w->dict);
+  return 0;
+}
+
+static void Wrapper_dealloc(PyObject* self) {
+  PyTypeObject* type = Py_TYPE(self);
+  PyObject_GC_UnTrack(self);
+  Wrapper_clear(self);
+  freefunc tp_free = (freefunc)PyType_GetSlot(type, Py_tp_free);
+  tp_free(self);
+  Py_DECREF(type);
+}
+
+/* __class__ is the original's (as wrapt's proxies do): isinstance(w,
+ * types.FunctionType), inspect.isfunction, getsourcefile and signature see
+ * the function they would see without dlprof. */
+static PyObject* Wrapper_get_class(PyObject* self, void* closure) {
+  (void)closure;
+  PyObject* type = (PyObject*)Py_TYPE(((WrapperObject*)self)->func);
+  Py_INCREF(type);
+  return type;
+}
+
+static PyGetSetDef Wrapper_getset[] = {
+    {"__class__", Wrapper_get_class, NULL, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMemberDef Wrapper_members[] = {
+    {"__dictoffset__", T_PYSSIZET, offsetof(WrapperObject, dict), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyType_Slot Wrapper_slots[] = {
+    {Py_tp_call, Wrapper_call},
+    {Py_tp_descr_get, Wrapper_get},
+    {Py_tp_getattro, Wrapper_getattro},
+    {Py_tp_traverse, Wrapper_traverse},
+    {Py_tp_clear, Wrapper_clear},
+    {Py_tp_dealloc, Wrapper_dealloc},
+    {Py_tp_members, Wrapper_members},
+    {Py_tp_getset, Wrapper_getset},
+    {Py_tp_doc, "A function run inside a dlprof stage (dlprof/_torch.py)."},
+    {0, NULL},
+};
+
+static PyType_Spec Wrapper_spec = {
+    "dlprof._native.Wrapper", sizeof(WrapperObject), 0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, Wrapper_slots,
+};
+
+/* wrap(func, mode, id=0, back_id=0, aux=None) */
+static PyObject* m_wrap(PyObject* m, PyObject* const* args, Py_ssize_t nargs) {
+  (void)m;
+  if (nargs < 2 || nargs > 5 || !PyCallable_Check(args[0])) {
+    PyErr_SetString(PyExc_TypeError, "wrap(func, mode, id=0, back_id=0, aux=None)");
+    return NULL;
+  }
+  long mode = PyLong_AsLong(args[1]);
+  unsigned long id = nargs > 2 ? PyLong_AsUnsignedLong(args[2]) : 0;
+  unsigned long back = nargs > 3 ? PyLong_AsUnsignedLong(args[3]) : 0;
+  if (PyErr_Occurred()) return NULL;
+  if (mode < WRAP_STAGE || mode > WRAP_ITER) {
+    PyErr_SetString(PyExc_ValueError, "wrap: unknown mode");
+    return NULL;
+  }
+  PyObject* aux = nargs > 4 && args[4] != Py_None ? args[4] : NULL;
+  allocfunc alloc = (allocfunc)PyType_GetSlot((PyTypeObject*)wrapper_type, Py_tp_alloc);
+  WrapperObject* w = (WrapperObject*)alloc((PyTypeObject*)wrapper_type, 0);
+  if (w == NULL) return NULL;
+  Py_INCREF(args[0]);
+  w->func = args[0];
+  Py_XINCREF(aux);
+  w->aux = aux;
+  w->mode = (int)mode;
+  w->id = (uint32_t)id;
+  w->back_id = (uint32_t)back;
+  return (PyObject*)w;
+}
+
+/* ---- StagedIter: a generator's next() inside a stage ---- */
+
+typedef struct {
+  PyObject_HEAD
+  PyObject* it;
+  uint32_t id;
+} StagedIterObject;
+
+static PyObject* staged_iter_new(PyObject* it, uint32_t id) {
+  allocfunc alloc = (allocfunc)PyType_GetSlot((PyTypeObject*)staged_iter_type, Py_tp_alloc);
+  StagedIterObject* s = (StagedIterObject*)alloc((PyTypeObject*)staged_iter_type, 0);
+  if (s == NULL) return NULL;
+  Py_INCREF(it);
+  s->it = it;
+  s->id = id;
+  return (PyObject*)s;
+}
+
+static PyObject* StagedIter_iter(PyObject* self) {
+  Py_INCREF(self);
+  return self;
+}
+
+static PyObject* StagedIter_next(PyObject* self) {
+  StagedIterObject* s = (StagedIterObject*)self;
+  api.stage_enter(s->id);
+  PyObject* r = PyIter_Next(s->it);
+  api.stage_exit();
+  return r;  /* NULL without an exception: exhausted */
+}
+
+/* Everything else (send, throw, close, gi_frame, ...) is the generator's. */
+static PyObject* StagedIter_getattro(PyObject* self, PyObject* name) {
+  PyObject* r = PyObject_GenericGetAttr(self, name);
+  if (r != NULL || !PyErr_ExceptionMatches(PyExc_AttributeError)) return r;
+  PyErr_Clear();
+  return PyObject_GetAttr(((StagedIterObject*)self)->it, name);
+}
+
+static int StagedIter_traverse(PyObject* self, visitproc visit, void* arg) {
+  Py_VISIT(((StagedIterObject*)self)->it);
+  Py_VISIT(Py_TYPE(self));
+  return 0;
+}
+
+static int StagedIter_clear(PyObject* self) {
+  Py_CLEAR(((StagedIterObject*)self)->it);
+  return 0;
+}
+
+static void StagedIter_dealloc(PyObject* self) {
+  PyTypeObject* type = Py_TYPE(self);
+  PyObject_GC_UnTrack(self);
+  StagedIter_clear(self);
+  freefunc tp_free = (freefunc)PyType_GetSlot(type, Py_tp_free);
+  tp_free(self);
+  Py_DECREF(type);
+}
+
+static PyType_Slot StagedIter_slots[] = {
+    {Py_tp_iter, StagedIter_iter},
+    {Py_tp_iternext, StagedIter_next},
+    {Py_tp_getattro, StagedIter_getattro},
+    {Py_tp_traverse, StagedIter_traverse},
+    {Py_tp_clear, StagedIter_clear},
+    {Py_tp_dealloc, StagedIter_dealloc},
+    {Py_tp_doc, "A datapipe's generator whose every next() runs inside its stage."},
+    {0, NULL},
+};
+
+static PyType_Spec StagedIter_spec = {
+    "dlprof._native.StagedIter", sizeof(StagedIterObject), 0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, StagedIter_slots,
+};
+
+static PyObject* m_set_generator_type(PyObject* m, PyObject* type) {
+  (void)m;
+  Py_INCREF(type);
+  Py_XSETREF_COMPAT(generator_type, type);
+  Py_RETURN_NONE;
+}
+
 /* ---- module functions ---- */
 
 static PyObject* m_available(PyObject* m, PyObject* unused) {
@@ -383,6 +742,9 @@ static PyMethodDef module_methods[] = {
     {"buffer_set_size", (PyCFunction)(void (*)(void))m_buffer_set_size, METH_FASTCALL,
      "buffer_set_size(handle, size)."},
     {"buffer_stats", m_buffer_stats, METH_O, "buffer_stats(handle) -> dict or None."},
+    {"wrap", (PyCFunction)(void (*)(void))m_wrap, METH_FASTCALL,
+     "wrap(func, mode, id=0, back_id=0, aux=None): func run inside a stage (dlprof/_torch.py)."},
+    {"set_generator_type", m_set_generator_type, METH_O, "The type of generators (types.GeneratorType)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -391,6 +753,20 @@ static int module_exec(PyObject* m) {
   PyObject* stage = PyType_FromSpec(&Stage_spec);
   if (stage == NULL || PyModule_AddObject(m, "StageBase", stage) < 0) {
     Py_XDECREF(stage);
+    return -1;
+  }
+  wrapper_type = PyType_FromSpec(&Wrapper_spec);
+  staged_iter_type = PyType_FromSpec(&StagedIter_spec);
+  if (wrapper_type == NULL || staged_iter_type == NULL) return -1;
+  Py_INCREF(wrapper_type);
+  if (PyModule_AddObject(m, "Wrapper", wrapper_type) < 0) {
+    Py_DECREF(wrapper_type);
+    return -1;
+  }
+  if (PyModule_AddIntConstant(m, "WRAP_STAGE", WRAP_STAGE) < 0 ||
+      PyModule_AddIntConstant(m, "WRAP_SWAP", WRAP_SWAP) < 0 ||
+      PyModule_AddIntConstant(m, "WRAP_LOOP", WRAP_LOOP) < 0 ||
+      PyModule_AddIntConstant(m, "WRAP_ITER", WRAP_ITER) < 0) {
     return -1;
   }
   PyObject* span_type = PyType_FromSpec(&Span_spec);

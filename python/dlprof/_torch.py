@@ -2,7 +2,7 @@
 code change.
 
 Installed by dlprof's bootstrap (dlprof/_bootstrap/sitecustomize.py) in every
-profiled Python process. Nothing is imported here up front: when the program
+profiled Python process. Nothing is imported up front: when the program
 imports torch.utils.data, its classes are patched in place:
 
 - the training loop: every ``__next__`` of a DataLoader iterator is a wait for
@@ -11,26 +11,25 @@ imports torch.utils.data, its classes are patched in place:
   ``num_workers=0``): stage ``fetch`` for the dataset's item access
   (``__getitem__``/``__getitems__``, or the next item of an iterable dataset),
   stage ``collate`` for the collate function, one nested stage per datapipe
-  of a datapipe graph (``Mapper(decode_jpeg)``), ``pin_memory`` for the pin
-  memory thread's copies;
-- worker ids from torch's worker loop (``dlprof.set_worker``);
+  of a datapipe graph (``Mapper(decode_jpeg)``), ``pin_memory`` for the
+  copies to pinned memory;
+- worker ids from torch's worker info (``dlprof.set_worker``);
 - a buffer ``DataLoader`` for the batches ready and not yet taken, with
   capacity ``prefetch_factor * num_workers``.
 
-The patches keep each function's signature, name and module (spawn pickles
-``_worker_loop`` by name), and a patch that does not fit the installed torch
-is left out with one line on stderr: the program runs on as without dlprof.
-Written against torch 1.13 (Debian's, tested) and the same private names in
-torch 2.x.
+Every wrapper that runs while the program's code runs is a C object
+(``_native.wrap``): it makes no Python frame, so tracebacks, exception texts
+and ``warnings.warn(stacklevel=N)`` are the same as without dlprof. Python
+code of this module runs only beside the program's (building a fetcher,
+sizing the buffer, naming a datapipe). A patch that does not fit the
+installed torch is left out with one line on stderr. Written against torch
+1.13 (Debian's, tested) and the same private names in torch 2.x.
 """
 
-import functools
 import sys
-import threading
 
-from dlprof import _native
+from . import _native
 
-_PATCHED_MARK = "__dlprof_original__"
 _warned = set()
 
 
@@ -55,24 +54,43 @@ def _stage_id(name):
     return sid
 
 
-def _patch(owner, attr, make_wrapper):
-    """Replaces owner.attr by make_wrapper(original), once."""
-    original = getattr(owner, attr)
-    if getattr(original, _PATCHED_MARK, None) is not None:
+def _wrapped(original, mode, sid=0, back_id=0, aux=None):
+    """original as a C wrapper that passes for it: its __class__, __name__,
+    __code__ and the rest are the original's (_native.c); __module__ and
+    __doc__, which the wrapper's type has too, are copied."""
+    w = _native.wrap(original, mode, sid, back_id, aux)
+    for attr in ("__module__", "__doc__"):
+        try:
+            setattr(w, attr, getattr(original, attr))
+        except Exception:
+            pass
+    return w
+
+
+def _patch(owner, attr, mode, sid=0, back_id=0, aux=None):
+    original = owner.__dict__[attr] if isinstance(owner, type) else getattr(owner, attr)
+    if isinstance(original, _native.Wrapper):
         return
-    wrapper = make_wrapper(original)
-    functools.update_wrapper(wrapper, original)
-    setattr(wrapper, _PATCHED_MARK, original)
-    setattr(owner, attr, wrapper)
+    setattr(owner, attr, _wrapped(original, mode, sid, back_id, aux))
 
 
-# ---- the training loop: waits and steps -------------------------------------
+# ---- the training loop's buffer of ready batches ------------------------------
 
-_loop = threading.local()  # in_step: a step is open on this thread
+_buffers = {}  # capacity -> buffer handle: one per DataLoader shape, never freed
 
 
 def _ready_batches(it):
-    """Batches the workers finished and the loop has not taken yet."""
+    """(buffer handle, batches the workers finished and the loop has not taken
+    yet), or None for a loader without workers. Called before and after each
+    __next__, beside the program's code; errors are dropped by the caller."""
+    workers = getattr(it, "_num_workers", 0)
+    prefetch = getattr(it, "_prefetch_factor", None) or 0
+    if not isinstance(workers, int) or workers <= 0 or not isinstance(prefetch, int) or prefetch <= 0:
+        return None
+    capacity = workers * prefetch
+    handle = _buffers.get(capacity)
+    if handle is None:
+        handle = _buffers[capacity] = _native.buffer_create("DataLoader", capacity)
     ready = 0
     try:
         ready = it._data_queue.qsize()
@@ -81,102 +99,21 @@ def _ready_batches(it):
     for info in getattr(it, "_task_info", {}).values():
         if len(info) == 2:
             ready += 1
-    return ready
+    return (handle, ready)
 
 
-_buffers = {}  # capacity -> buffer handle: one per DataLoader shape, never freed
-
-
-def _buffer_for(it):
-    workers = getattr(it, "_num_workers", 0)
-    prefetch = getattr(it, "_prefetch_factor", None) or 0
-    if workers <= 0 or prefetch <= 0:
-        return 0
-    capacity = workers * prefetch
-    handle = _buffers.get(capacity)
-    if handle is None:
-        handle = _buffers[capacity] = _native.buffer_create("DataLoader", capacity)
-    return handle
-
-
-def _wrap_next(original):
-    step_begin, step_end = _native.step_begin, _native.step_end
-    wait_begin, wait_end = _native.wait_begin, _native.wait_end
-    set_size = _native.buffer_set_size
-
-    def __next__(self):
-        if getattr(_loop, "in_step", False):
-            step_end()
-        step_begin()
-        buffer = _buffer_for(self)
-        if buffer:
-            set_size(buffer, _ready_batches(self))
-        wait_begin()
-        try:
-            batch = original(self)
-        except StopIteration:
-            # The end of an epoch: the step begun here and its wait are left
-            # open (the reader drops a span that never ends), so that joining
-            # the workers is not counted as a step spent waiting.
-            _loop.in_step = False
-            raise
-        except BaseException:
-            wait_end()
-            _loop.in_step = True
-            raise
-        wait_end()
-        if buffer:
-            set_size(buffer, _ready_batches(self))
-        _loop.in_step = True
-        return batch
-
-    return __next__
-
-
-# ---- the fetching process: fetch, collate, datapipes, worker ids ------------
-
-def _wrap_fetch(original):
-    enter, leave = _native.enter, _native.exit
-
-    def fetch(self, possibly_batched_index):
-        enter(_stage_id("fetch"))
-        try:
-            return original(self, possibly_batched_index)
-        finally:
-            leave()
-
-    return fetch
-
-
-def _collate_in_own_stage(collate_fn):
-    """collate_fn as a stage beside fetch, not inside it: the fetcher calls it
-    as its last act, with 'fetch' innermost on the stage stack."""
-    if getattr(collate_fn, _PATCHED_MARK, None) is not None:
-        return collate_fn
-    enter, leave = _native.enter, _native.exit
-
-    def collate(data):
-        fetch_id, collate_id = _stage_id("fetch"), _stage_id("collate")
-        leave()
-        enter(collate_id)
-        try:
-            return collate_fn(data)
-        finally:
-            leave()
-            enter(fetch_id)
-
-    try:
-        functools.update_wrapper(collate, collate_fn)
-    except Exception:
-        pass
-    setattr(collate, _PATCHED_MARK, collate_fn)
-    return collate
-
+# ---- the fetching process ---------------------------------------------------------
 
 def _wrap_fetcher_init(original):
+    """The fetcher's collate_fn, as collate: fetch's sibling (the fetcher calls
+    it last, with fetch innermost), so that fetch is the item access alone."""
+
     def __init__(self, dataset, auto_collation, collate_fn, drop_last, *args, **kwargs):
-        if collate_fn is not None:
-            collate_fn = _collate_in_own_stage(collate_fn)
+        if collate_fn is not None and callable(collate_fn) and not isinstance(collate_fn, _native.Wrapper):
+            try:
+                collate_fn = _wrapped(collate_fn, _native.WRAP_SWAP, _stage_id("collate"), _stage_id("fetch"))
+            except Exception as err:
+                _warn("collate", err)
         if _is_datapipe(dataset):
             _annotate_datapipes(dataset)
         original(self, dataset, auto_collation, collate_fn, drop_last, *args, **kwargs)
@@ -184,39 +121,19 @@ def _wrap_fetcher_init(original):
     return __init__
 
 
-def _wrap_worker_loop(original):
-    import inspect
+def _wrap_worker_info_init(original):
+    """torch's worker loop makes its WorkerInfo(id=...) first thing."""
 
-    try:
-        position = list(inspect.signature(original).parameters).index("worker_id")
-    except ValueError:
-        position = None
-
-    def _worker_loop(*args, **kwargs):
-        worker_id = kwargs.get("worker_id")
-        if worker_id is None and position is not None and position < len(args):
-            worker_id = args[position]
-        if isinstance(worker_id, int) and worker_id >= 0:
+    def __init__(self, **kwargs):
+        original(self, **kwargs)
+        worker_id = kwargs.get("id")
+        if isinstance(worker_id, int) and 0 <= worker_id <= 1000000:
             _native.set_worker(worker_id)
-        return original(*args, **kwargs)
 
-    return _worker_loop
-
-
-def _wrap_pin_memory(original):
-    enter, leave = _native.enter, _native.exit
-
-    def pin_memory(*args, **kwargs):
-        enter(_stage_id("pin_memory"))
-        try:
-            return original(*args, **kwargs)
-        finally:
-            leave()
-
-    return pin_memory
+    return __init__
 
 
-# ---- datapipes: one nested stage per datapipe ---------------------------------
+# ---- datapipes: one nested stage per datapipe -------------------------------------
 
 _datapipe_base = None
 
@@ -228,58 +145,54 @@ def _is_datapipe(obj):
 def _datapipe_name(dp):
     """'Mapper(decode_jpeg)': the class (without torch's IterDataPipe suffix:
     MapperIterDataPipe is what users call Mapper), and the function it
-    applies if any."""
+    applies if it has one. Reads only the instance's own attributes."""
     name = type(dp).__name__
     for suffix in ("IterDataPipe", "MapDataPipe"):
         if name.endswith(suffix) and len(name) > len(suffix):
             name = name[: -len(suffix)]
-    fn = getattr(dp, "fn", None) or getattr(dp, "filter_fn", None)
-    if fn is not None:
-        fn_name = getattr(fn, "__name__", None) or type(fn).__name__
-        if isinstance(fn, functools.partial):
-            fn_name = getattr(fn.func, "__name__", "partial")
-        name += "(%s)" % fn_name
+    try:
+        attrs = vars(dp)
+        fn = attrs.get("fn")
+        if fn is None:
+            fn = attrs.get("filter_fn")
+        if fn is not None and callable(fn):
+            import functools
+
+            inner = fn.func if isinstance(fn, functools.partial) else fn
+            fn_name = getattr(inner, "__name__", None)
+            if not isinstance(fn_name, str):
+                fn_name = type(inner).__name__
+            name += "(%s)" % fn_name
+    except Exception:
+        pass
     return name
 
 
+def _datapipe_stage(dp):
+    return _stage_id(_datapipe_name(dp))
+
+
 def _graph_datapipes(root):
-    """Every datapipe of the graph that ends at root."""
-    from torch.utils.data import graph
-
-    traverse = getattr(graph, "traverse_dps", None)
-    tree = traverse(root) if traverse else graph.traverse(root, only_datapipe=True)
-    seen, out, todo = set(), [], [tree]
-    while todo:
-        node = todo.pop()
-        for key, value in node.items():
-            if isinstance(value, tuple):  # {id: (datapipe, subgraph)}
-                dp, sub = value
-            else:  # older torch: {datapipe: subgraph}
-                dp, sub = key, value
-            if id(dp) not in seen:
-                seen.add(id(dp))
-                out.append(dp)
-            todo.append(sub)
-    return out
-
-
-def _wrap_datapipe_iter(original):
-    enter, leave = _native.enter, _native.exit
-
-    def __iter__(self):
-        sid = _stage_id(_datapipe_name(self))
-        it = original(self)
-        while True:
-            enter(sid)
+    """The datapipes of the graph that ends at root, from their attributes
+    (and lists, tuples and dicts of them, up to 1000 items): no pickling,
+    unlike torch's traverse_dps, so the program's __getstate__ never runs."""
+    seen, out, todo = set(), [], [root]
+    while todo and len(out) < 1000:
+        obj = todo.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if _is_datapipe(obj):
+            out.append(obj)
             try:
-                item = next(it)
-            except StopIteration:
-                return
-            finally:
-                leave()
-            yield item
-
-    return __iter__
+                todo.extend(vars(obj).values())
+            except TypeError:
+                pass
+        elif isinstance(obj, (list, tuple)) and len(obj) <= 1000:
+            todo.extend(obj)
+        elif isinstance(obj, dict) and len(obj) <= 1000:
+            todo.extend(obj.values())
+    return out
 
 
 def _annotate_datapipes(root):
@@ -288,30 +201,36 @@ def _annotate_datapipes(root):
             cls = type(dp)
             # torch's own wrappers (_IterDataPipeSerializationWrapper) are
             # plumbing, not a step of the user's pipeline.
-            if cls.__name__.startswith("_"):
+            if cls.__name__.startswith("_") or "__iter__" not in cls.__dict__:
                 continue
-            if "__iter__" in cls.__dict__:
-                _patch(cls, "__iter__", _wrap_datapipe_iter)
+            _patch(cls, "__iter__", _native.WRAP_ITER, aux=_datapipe_stage)
     except Exception as err:
         _warn("datapipes", err)
 
 
-# ---- installing ---------------------------------------------------------------
+# ---- installing -----------------------------------------------------------------------
 
 def patch_torch_data(data):
     """Patches the torch.utils.data package module `data` (already imported)."""
     global _datapipe_base
-    try:
-        _datapipe_base = data.IterDataPipe
-    except Exception:
-        _datapipe_base = None
+    import types
+
+    _native.set_generator_type(types.GeneratorType)
+    _datapipe_base = getattr(data, "IterDataPipe", None)
+    fetch = data._utils.fetch if hasattr(data, "_utils") else None
     patches = [
-        ("DataLoader iterators", lambda: _patch(data.dataloader._BaseDataLoaderIter, "__next__", _wrap_next)),
-        ("map-style fetch", lambda: _patch(data._utils.fetch._MapDatasetFetcher, "fetch", _wrap_fetch)),
-        ("iterable fetch", lambda: _patch(data._utils.fetch._IterableDatasetFetcher, "fetch", _wrap_fetch)),
-        ("collate", lambda: _patch(data._utils.fetch._BaseDatasetFetcher, "__init__", _wrap_fetcher_init)),
-        ("worker ids", lambda: _patch(data._utils.worker, "_worker_loop", _wrap_worker_loop)),
-        ("pin_memory", lambda: _patch(data._utils.pin_memory, "pin_memory", _wrap_pin_memory)),
+        ("DataLoader iterators", lambda: _patch(data.dataloader._BaseDataLoaderIter, "__next__",
+                                                _native.WRAP_LOOP, aux=_ready_batches)),
+        ("map-style fetch", lambda: _patch(fetch._MapDatasetFetcher, "fetch", _native.WRAP_STAGE,
+                                           _stage_id("fetch"))),
+        ("iterable fetch", lambda: _patch(fetch._IterableDatasetFetcher, "fetch", _native.WRAP_STAGE,
+                                          _stage_id("fetch"))),
+        ("collate", lambda: setattr(fetch._BaseDatasetFetcher, "__init__",
+                                    _wrap_fetcher_init(fetch._BaseDatasetFetcher.__init__))),
+        ("worker ids", lambda: setattr(data._utils.worker.WorkerInfo, "__init__",
+                                       _wrap_worker_info_init(data._utils.worker.WorkerInfo.__init__))),
+        ("pin_memory", lambda: _patch(data._utils.pin_memory, "pin_memory", _native.WRAP_STAGE,
+                                      _stage_id("pin_memory"))),
     ]
     for what, apply in patches:
         try:
@@ -322,24 +241,43 @@ def patch_torch_data(data):
 
 class _WhenImported:
     """A meta path finder that runs hook(module) right after `name` is
-    imported, then takes itself off sys.meta_path."""
+    imported, then takes itself off sys.meta_path. It asks the finders after
+    it (those before it were asked already) and wraps the loader found."""
 
-    def __init__(self, name, hook):
+    def __init__(self, name, hook, forget=None):
         self._name = name
         self._hook = hook
+        self._forget = forget  # a module to drop from sys.modules at the first import
 
     def find_spec(self, fullname, path, target=None):
+        if self._forget is not None:
+            # The bootstrap stood in for a sitecustomize that does not exist;
+            # site is done with it by now.
+            if sys.modules.get("sitecustomize") is self._forget:
+                del sys.modules["sitecustomize"]
+            self._forget = None
         if fullname != self._name:
             return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
+        try:
+            later = sys.meta_path[sys.meta_path.index(self) + 1:]
+        except ValueError:
+            return None
+        for finder in later:
+            find_spec = getattr(finder, "find_spec", None)
+            if find_spec is not None:
+                spec = find_spec(fullname, path, target)
+            elif hasattr(finder, "find_module"):  # before 3.12: legacy finders
+                import importlib.util
+
+                loader = finder.find_module(fullname, path)
+                spec = importlib.util.spec_from_loader(fullname, loader) if loader else None
+            else:
                 continue
-            spec = finder.find_spec(fullname, path, target)
-            if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
+            if spec is None:
+                continue
+            if spec.loader is not None and hasattr(spec.loader, "exec_module"):
                 spec.loader = _ThenRun(spec.loader, self._hook, self)
-                return spec
-            if spec is not None:
-                return spec
+            return spec
         return None
 
 
@@ -375,10 +313,12 @@ class _ThenRun:
         self._hook(module)
 
 
-def install():
-    """Patches torch.utils.data now if it is imported, else when it is."""
+def install(forget=None):
+    """Patches torch.utils.data now if it is imported, else when it is.
+    `forget`: the bootstrap module, to drop from sys.modules as
+    'sitecustomize' once site is done (when it hid no other)."""
     module = sys.modules.get("torch.utils.data")
     if module is not None:
         patch_torch_data(module)
     else:
-        sys.meta_path.insert(0, _WhenImported("torch.utils.data", patch_torch_data))
+        sys.meta_path.insert(0, _WhenImported("torch.utils.data", patch_torch_data, forget))
