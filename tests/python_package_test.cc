@@ -408,6 +408,14 @@ TEST(TorchAnnotations, DatapipeChainIsOneNestedStagePerDatapipe) {
   EXPECT_NEAR(decode / (decode + augment), 2.0 / 3.0, 0.1);
 }
 
+TEST(TorchAnnotations, PinMemoryIsAStage) {
+  PyRun run = RunPython({Script("torch_annotations.py"), "pin"}, true, {{"DLPROF_HZ", "1000"}});
+  ASSERT_EQ(run.result.exit_code, 0) << Show(run.result);
+  auto cpu = CpuByPath(run.profile, [](const Process&) { return true; });
+  // 40 x 5 ms of CPU inside torch's pin_memory(), at 1000 Hz.
+  EXPECT_NEAR(cpu["pin_memory"], 200, 60);
+}
+
 // multiprocessing's resource tracker and forkserver outlive the program by a
 // moment: `dlprof run` waits for them, so that their profiles are complete
 // when the report is written (before, they were reported "died").

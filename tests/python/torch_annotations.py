@@ -7,7 +7,8 @@ Usage: torch_annotations.py KIND [WORKERS [START_METHOD]]
             the C API: the script does not import dlprof), and the collate
             function burns 3 ms per batch;
   datapipe: IterableWrapper(range(64)) -> Mapper(decode) -> Mapper(augment)
-            -> fed to the DataLoader unbatched then collated in batches of 8.
+            -> fed to the DataLoader unbatched then collated in batches of 8;
+  pin:      torch's pin_memory() on 40 objects that take 5 ms each to pin.
 """
 import ctypes
 import json
@@ -78,6 +79,23 @@ def make_loader():
         pipe = pipe.sharding_filter()
     return DataLoader(pipe, batch_size=BATCH, **kwargs)
 
+
+class Pinnable:
+    """What torch's pin_memory() pins by calling its pin_memory() method."""
+
+    def pin_memory(self, *args):
+        burn(0.005)
+        return self
+
+
+if __name__ == "__main__" and KIND == "pin":
+    # The pin-memory thread's copies (no CUDA here: an object that pins itself).
+    from torch.utils.data._utils import pin_memory
+
+    for _ in range(40):
+        pin_memory.pin_memory(Pinnable())
+    print(json.dumps({"pinned": 40}))
+    sys.exit(0)
 
 if __name__ == "__main__":
     loader = make_loader()
