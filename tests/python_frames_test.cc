@@ -902,6 +902,10 @@ TEST(PythonFrames, RobustnessMinuteAt1000HzNamesOnlyRealFunctions) {
     // Frozen stdlib modules; code the stdlib compiles itself (namedtuple,
     // dataclasses).
     if (StartsWith(fn.file, "<frozen ") || fn.file == "<string>") return {"", ""};
+    // dlprof's own bootstrap and torch annotations (python/dlprof), at start-up.
+    if (StartsWith(fn.file, std::string(DLPROF_BUILD_DIR) + "/python/dlprof/") && IsFile(fn.file)) {
+      return {"", ""};
+    }
     if (!(StartsWith(fn.file, "/usr/lib/python3") || StartsWith(fn.file, "/usr/local/lib/python3")) ||
         !IsFile(fn.file)) {
       return {"not a file of the Python installation: " + text, ""};

@@ -34,7 +34,7 @@ lib=$(find "$tmp/prefix" -name libdlprof.so | head -n 1)
 # (A sanitized library cannot be preloaded into the uninstrumented python3.)
 if [[ -z $sanitize ]]; then
   got=$(DLPROF_SAMPLE=1 DLPROF_OUT="$tmp/pyout" LD_PRELOAD="$lib" /usr/bin/python3 -c \
-    "import sys, os; print('dlprof' in sys.modules, sys.modules['dlprof'].__file__.startswith('$tmp/prefix/'), 'PYTHONPATH' in os.environ)")
+    "import sys, os; print('_dlprof' in sys.modules, sys.modules['_dlprof'].__file__.startswith('$tmp/prefix/'), 'PYTHONPATH' in os.environ)")
   [ "$got" = "True True False" ] || { echo "installed bootstrap: python printed '$got'"; exit 1; }
 fi
 got=$(PYTHONPATH="$tmp/prefix/$site" /usr/bin/python3 -c "import dlprof; print(dlprof.enabled())")
