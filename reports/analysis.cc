@@ -393,6 +393,29 @@ void AnalyzeBuffers(const Profile& profile, const std::vector<RoleDecision>& rol
   }
 }
 
+// Python frames whose code object was freed before the runtime could name
+// it: one line for the whole run (every Python process has a few, from the
+// module code of its imports; a line each drowned the other warnings).
+void UnknownPythonCodeNote(const Profile& profile, Analysis* a) {
+  uint64_t frames = 0;
+  std::vector<std::string> pids;
+  for (const Process& p : profile.processes) {
+    auto it = p.counters.find("py_frames_unreadable");
+    if (it == p.counters.end() || it->second == 0) continue;
+    frames += it->second;
+    pids.push_back(std::to_string(p.pid));
+  }
+  if (frames == 0) return;
+  std::string who;
+  for (size_t i = 0; i < pids.size() && i < 8; ++i) who += (i ? ", " : "") + pids[i];
+  if (pids.size() > 8) who += ", ...";
+  a->warnings.push_back(std::to_string(frames) + " Python frames in " + std::to_string(pids.size()) +
+                        (pids.size() == 1 ? " process" : " processes") + " (pid " + who +
+                        ") are \"[unknown python code]\": their code object was freed before "
+                        "the runtime read its name (a module's code, freed once its import ran, "
+                        "is the usual one)");
+}
+
 // What the runtime could not keep, or stopped doing, said in the report
 // (the runtime itself only counts it): bounded tables, sampling switched off.
 void RuntimeNotes(const Process& p, Analysis* a) {
@@ -430,12 +453,6 @@ void RuntimeNotes(const Process& p, Analysis* a) {
                           (version != p.fields.end() ? " " + version->second : std::string()) +
                           " frames " + py->second +
                           "; its stacks show the interpreter's native frames only");
-  }
-  if (uint64_t n = counter("py_frames_unreadable")) {
-    a->warnings.push_back(who + std::to_string(n) +
-                          " Python frames are \"[unknown python code]\": their code object "
-                          "was freed before the runtime read its name (a module's code, freed "
-                          "once its import ran, is the usual one)");
   }
   auto it = p.fields.find("cpu_sampling");
   if (it != p.fields.end() && it->second.rfind("off", 0) == 0) {
@@ -495,6 +512,7 @@ void AnalyzeProcesses(const Profile& profile, const std::vector<RoleDecision>& r
     for (const std::string& w : p.warnings) a->warnings.push_back(w);
     RuntimeNotes(p, a);
   }
+  UnknownPythonCodeNote(profile, a);
   if (a->start_ns == INT64_MAX) a->start_ns = a->end_ns = 0;
   double cpu = 0;
   for (const ProcessStats& ps : a->processes) cpu += ps.cpu_s;

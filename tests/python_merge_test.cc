@@ -746,10 +746,27 @@ TEST(PythonReport, AnalysisSaysWhenPythonFramesAreOffOrLost) {
                      "CPython 3.14; its stacks show the interpreter's native frames only\n"),
             std::string::npos)
       << all;
-  EXPECT_NE(all.find("pid 101: 12 Python frames are \"[unknown python code]\""), std::string::npos)
+  EXPECT_NE(all.find("12 Python frames in 1 process (pid 101) are \"[unknown python code]\""),
+            std::string::npos)
       << all;
   EXPECT_EQ(all.find("pid 101: Python"), std::string::npos) << all;
   EXPECT_EQ(all.find("pid 102"), std::string::npos) << all;
+}
+
+TEST(PythonReport, UnknownPythonCodeIsOneLineForTheWholeRun) {
+  Profile p;
+  p.processes.resize(3);
+  for (int i = 0; i < 3; ++i) p.processes[i].pid = 200 + i;
+  p.processes[0].counters = {{"py_frames_unreadable", 30}};
+  p.processes[2].counters = {{"py_frames_unreadable", 5}};
+  int lines = 0;
+  std::string all;
+  for (const std::string& w : Analyze(p).warnings) {
+    all += w + "\n";
+    lines += w.find("[unknown python code]") != std::string::npos;
+  }
+  EXPECT_EQ(lines, 1) << all;
+  EXPECT_NE(all.find("35 Python frames in 2 processes (pid 200, 202) are"), std::string::npos) << all;
 }
 
 // A profile of one merged Python stack, for report.html.
