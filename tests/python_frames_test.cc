@@ -52,6 +52,7 @@
 namespace dlprof {
 namespace {
 
+using testing::KeepOnFailure;
 using testing::MakeTempDir;
 using testing::ProcessResult;
 using testing::ReadFile;
@@ -443,17 +444,6 @@ struct PyRun {
   std::string Where() const { return "(run folder " + dir + ", kept for inspection)"; }
 };
 
-// Removes the run folder unless the test failed.
-class KeepOnFailure {
- public:
-  explicit KeepOnFailure(std::string dir) : dir_(std::move(dir)) {}
-  ~KeepOnFailure() {
-    if (!::testing::Test::HasFailure() && !dir_.empty()) RunCommand("rm -rf '" + dir_ + "'");
-  }
-
- private:
-  std::string dir_;
-};
 
 // Runs `script args` profiled, then `dlprof report`, and reads the report.
 PyRun RunProfiled(const std::string& script, const std::vector<std::string>& args,

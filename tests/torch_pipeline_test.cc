@@ -45,6 +45,7 @@ namespace dlprof {
 namespace {
 
 using nlohmann::json;
+using testing::KeepOnFailure;
 using testing::MakeTempDir;
 using testing::ProcessResult;
 using testing::RunCommand;
@@ -131,17 +132,6 @@ struct TrainRun {
   std::string Where() const { return "(run folder " + dir + ", kept for inspection)"; }
 };
 
-// Removes the run folder unless the test failed.
-class KeepOnFailure {
- public:
-  explicit KeepOnFailure(std::string dir) : dir_(std::move(dir)) {}
-  ~KeepOnFailure() {
-    if (!::testing::Test::HasFailure() && !dir_.empty()) RunCommand("rm -rf '" + dir_ + "'");
-  }
-
- private:
-  std::string dir_;
-};
 
 void ReadSummary(TrainRun* run) {
   std::ifstream in(run->dir + "/report/summary.json");

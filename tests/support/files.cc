@@ -1,5 +1,7 @@
 #include "tests/support/files.h"
 
+#include <gtest/gtest.h>
+
 #include <stdlib.h>
 
 #include <cstdio>
@@ -41,6 +43,10 @@ std::string RunCommand(const std::string& cmd, int* status) {
   const int rc = pclose(p);
   if (status != nullptr) *status = rc;
   return out;
+}
+
+KeepOnFailure::~KeepOnFailure() {
+  if (!::testing::Test::HasFailure() && !dir_.empty()) RunCommand("rm -rf '" + dir_ + "'");
 }
 
 }  // namespace dlprof::testing

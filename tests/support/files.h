@@ -4,6 +4,7 @@
 #define DLPROF_TESTS_SUPPORT_FILES_H_
 
 #include <string>
+#include <utility>
 
 namespace dlprof::testing {
 
@@ -19,6 +20,19 @@ class TempDir {
 
  private:
   std::string path_;
+};
+
+// Removes a run folder at the end of the test unless the test failed, so
+// that a failure's evidence stays for inspection.
+class KeepOnFailure {
+ public:
+  explicit KeepOnFailure(std::string dir) : dir_(std::move(dir)) {}
+  ~KeepOnFailure();
+  KeepOnFailure(const KeepOnFailure&) = delete;
+  KeepOnFailure& operator=(const KeepOnFailure&) = delete;
+
+ private:
+  std::string dir_;
 };
 
 // The whole file ("" if it cannot be read).
