@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <vector>
 
 // Where `cmake --install` puts the Python package, relative to the installed
@@ -32,18 +33,27 @@ std::string ReadCmdline() {
   return out;
 }
 
-// Whether `dir` (a real path) is one of the entries of a PYTHONPATH value.
+// The path without symlinks, "." or "..": realpath, or, where it fails (an
+// ASan runtime loaded after libc fails it this early), the path as written,
+// lexically normalised.
+std::string Canonical(const std::string& path) {
+  if (char* real = realpath(path.c_str(), nullptr)) {
+    std::string out = real;
+    free(real);
+    return out;
+  }
+  std::string out = std::filesystem::path(path).lexically_normal().string();
+  while (out.size() > 1 && out.back() == '/') out.pop_back();
+  return out;
+}
+
+// Whether `dir` (Canonical) is one of the entries of a PYTHONPATH value.
 bool OnPath(const std::string& value, const std::string& dir) {
   for (size_t at = 0; at <= value.size();) {
     size_t end = value.find(':', at);
     if (end == std::string::npos) end = value.size();
     const std::string entry = value.substr(at, end - at);
-    if (!entry.empty()) {
-      char* real = realpath(entry.c_str(), nullptr);
-      const bool same = real != nullptr && dir == real;
-      free(real);
-      if (same) return true;
-    }
+    if (!entry.empty() && Canonical(entry) == dir) return true;
     at = end + 1;
   }
   return false;
@@ -69,12 +79,7 @@ std::string FindPythonBootstrap(const std::string& library_path) {
           : lib_dir + "/" + DLPROF_PYTHON_INSTALL_REL + "/dlprof/_bootstrap",
   };
   for (const std::string& dir : candidates) {
-    if (!dir.empty() && IsBootstrap(dir)) {
-      char* real = realpath(dir.c_str(), nullptr);
-      std::string out = real ? real : dir;
-      free(real);
-      return out;
-    }
+    if (!dir.empty() && IsBootstrap(dir)) return Canonical(dir);
   }
   return "";
 }

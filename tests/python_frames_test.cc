@@ -47,6 +47,7 @@
 
 #include "readers/dlprof_reader.h"
 #include "tests/support/files.h"
+#include "tests/support/sanitizer.h"
 #include "tests/support/subprocess.h"
 
 namespace dlprof {
@@ -453,7 +454,7 @@ PyRun RunProfiled(const std::string& script, const std::vector<std::string>& arg
   run.dir = MakeTempDir("dlprof-python");
   std::map<std::string, std::string> env = PythonEnv();
   env["DLPROF_SAMPLE"] = "1";
-  env["LD_PRELOAD"] = kLib;
+  env["LD_PRELOAD"] = testing::PreloadIntoUninstrumented(kLib);
   env["DLPROF_OUT"] = run.dir + "/out";
   for (const auto& [k, v] : dlprof_env) env[k] = v;
   std::vector<std::string> argv = {python, Script(script)};

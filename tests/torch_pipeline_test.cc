@@ -39,6 +39,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/support/files.h"
+#include "tests/support/sanitizer.h"
 #include "tests/support/subprocess.h"
 
 namespace dlprof {
@@ -167,7 +168,7 @@ TrainRun RunPreloaded(const std::vector<std::string>& args) {
   run.dir = MakeTempDir("dlprof-torch");
   std::map<std::string, std::string> env = PythonEnv();
   env["DLPROF_SAMPLE"] = "1";
-  env["LD_PRELOAD"] = kLib;
+  env["LD_PRELOAD"] = testing::PreloadIntoUninstrumented(kLib);
   env["DLPROF_OUT"] = run.dir + "/out";
   run.proc = RunProcess(TrainArgs(args), env, 180);
   run.report = RunProcess({kDlprof, "report", run.dir + "/out", "-o", run.dir + "/report"}, {}, 120);

@@ -10,6 +10,10 @@
 #define DLPROF_TESTS_SUPPORT_SANITIZER_H_
 
 #include <gtest/gtest.h>
+#include <link.h>
+
+#include <cstring>
+#include <string>
 
 namespace dlprof::testing {
 
@@ -18,6 +22,37 @@ inline constexpr bool kUnderSanitizer = true;
 #else
 inline constexpr bool kUnderSanitizer = false;
 #endif
+
+// What a test preloads into a program that is not instrumented (Debian's
+// python3), as an LD_PRELOAD value. Under ASan it adds ASan's runtime: loaded
+// only as libdlprof's dependency it comes after libc, so the threads the
+// program creates through libdlprof's pthread_create reach libc's directly,
+// unknown to ASan, whose stale shadow of their (reused) stacks then reports
+// overflows that are not there. Preloaded, it comes before libc. (TSan cannot
+// be preloaded that way at all: those tests do not run under TSan.)
+inline std::string SanitizerRuntime() {
+#if defined(DLPROF_UNDER_SANITIZER) && !defined(DLPROF_UNDER_TSAN)
+  std::string found;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* out) {
+        const char* name = info->dlpi_name;
+        if (name != nullptr && strstr(name, "/libasan.so") != nullptr) {
+          *static_cast<std::string*>(out) = name;
+          return 1;
+        }
+        return 0;
+      },
+      &found);
+  return found;
+#else
+  return "";
+#endif
+}
+
+inline std::string PreloadIntoUninstrumented(const std::string& lib) {
+  const std::string runtime = SanitizerRuntime();
+  return runtime.empty() ? lib : lib + ":" + runtime;
+}
 
 }  // namespace dlprof::testing
 
