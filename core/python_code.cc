@@ -188,6 +188,25 @@ bool PythonCodeReader::Read(uintptr_t code, PyCodeInfo* out) const {
   return ok;
 }
 
+namespace {
+
+// A code object's qualified name is identifiers (any non-ASCII letters
+// included), dots and the compiler's <lambda>, <locals>, <module>,
+// <listcomp>... Anything else was read from an object that took a freed
+// name's place (seen under ASan: "\\u{0:04x}", a string constant of the
+// module imported next, as the name of a module's freed code).
+bool PlausibleQualname(const std::string& name) {
+  if (name.empty()) return false;
+  for (unsigned char c : name) {
+    const bool ok = c >= 0x80 || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                    (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '<' || c == '>';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 bool PythonCodeReader::ReadInto(uintptr_t code, PyCodeInfo* out) const {
   if (code == 0 || code % alignof(void*) != 0) return false;
   if (code_type_ != 0 && !LooksAlive(code, code_type_)) return false;
@@ -202,7 +221,7 @@ bool PythonCodeReader::ReadInto(uintptr_t code, PyCodeInfo* out) const {
     return false;
   }
   out->first_line = static_cast<int32_t>(first_line);
-  if (!ReadString(out->qualname_object, &out->qualname) ||
+  if (!ReadString(out->qualname_object, &out->qualname) || !PlausibleQualname(out->qualname) ||
       !ReadString(out->filename_object, &out->filename)) {
     return false;
   }

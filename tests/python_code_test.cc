@@ -260,6 +260,24 @@ TEST_F(PythonCodeTest, NamesAndFirstLinesAreCPythons) {
             Py_True);
 }
 
+// A name that cannot be a qualified name is not used: under ASan one was a
+// string constant of the module imported next, read where a freed module
+// code object's name had been.
+TEST_F(PythonCodeTest, ANameThatIsNoQualifiedNameIsNotTrusted) {
+  for (const char* bad : {"r'\\u{0:04x}'", "'a b'", "'x:y'", "''", "'f()'"}) {
+    SCOPED_TRACE(bad);
+    PyObject* code = Eval(std::string("square.__code__.replace(co_qualname=") + bad + ")");
+    ASSERT_NE(code, nullptr);
+    PyCodeInfo info;
+    EXPECT_FALSE(Checked().Read(Address(code), &info));
+  }
+  PyObject* good = Eval("square.__code__.replace(co_qualname='Dataset.__getitem__.<locals>.f')");
+  ASSERT_NE(good, nullptr);
+  PyCodeInfo info;
+  EXPECT_TRUE(Checked().Read(Address(good), &info));
+  EXPECT_EQ(info.qualname, "Dataset.__getitem__.<locals>.f");
+}
+
 // Entries CPython's compiler rarely writes (code 13, negative and multi-chunk
 // svarints, long varints to skip) in a real code object (code.replace()):
 // CPython's own co_lines() is the reference.
