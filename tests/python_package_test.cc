@@ -173,8 +173,10 @@ TEST(PythonPackage, StagesStepsBuffersAndWorkerAreWhatTheProgramDid) {
   for (const auto& [path, key] : std::map<std::string, std::string>{
            {"decode", "decode"}, {"augment", "augment"}, {"outer/inner", "inner"}}) {
     // (Under ASan the handler takes a sample's time in uneven slices.)
+    // 0.08: at a load of 3 on 2 cores one CI run had augment 6.7 points low
+    // (the drift above, smaller with frame pointers but not gone).
     EXPECT_NEAR(cpu[path] / samples, truth[key].get<double>() / truth_total,
-                testing::kUnderSanitizer ? 0.12 : 0.06)
+                testing::kUnderSanitizer ? 0.12 : 0.08)
         << path;
   }
   EXPECT_EQ(cpu["inner"], 0) << "inner is recorded inside outer";
@@ -318,11 +320,13 @@ struct TorchRun {
 
 // Profiled; with `compare`, also unprofiled, and the two outputs must agree
 // (spawned workers import torch again: each such run costs seconds).
-TorchRun RunTorch(const std::vector<std::string>& args, bool compare = true) {
+TorchRun RunTorch(const std::vector<std::string>& args, bool compare = true,
+                  std::map<std::string, std::string> env = {}) {
   std::vector<std::string> argv = {Script("torch_annotations.py")};
   argv.insert(argv.end(), args.begin(), args.end());
   TorchRun t;
-  t.run = RunPython(argv, true, {{"DLPROF_HZ", "1000"}});
+  env.emplace("DLPROF_HZ", "1000");
+  t.run = RunPython(argv, true, env);
   EXPECT_EQ(t.run.result.exit_code, 0) << Show(t.run.result);
   if (compare) {
     PyRun unprofiled = RunPython(argv, false);
@@ -369,7 +373,7 @@ TEST(TorchAnnotations, TheProgramSeesNoDifference) {
 }
 
 TEST(TorchAnnotations, MapDatasetWithForkedWorkers) {
-  TorchRun t = RunTorch({"map", "2", "fork"});
+  TorchRun t = RunTorch({"map", "2", "fork"}, true, {{"DLPROF_BACKEND", "fp"}});  // (see below)
   const Profile& p = t.run.profile;
   ExpectLoopSteps(t);
   EXPECT_EQ(WorkerIds(t), (std::set<int>{0, 1}));
@@ -407,7 +411,10 @@ TEST(TorchAnnotations, SpawnAndForkserverWorkersAreAnnotatedToo) {
 }
 
 TEST(TorchAnnotations, DatapipeChainIsOneNestedStagePerDatapipe) {
-  TorchRun t = RunTorch({"datapipe", "2"});
+  // Frame pointers, as in the API test above: with libunwind the shares of
+  // adjacent stages drift (decode/(decode+augment) came out 0.54 at a load
+  // of 3, issue 12's note).
+  TorchRun t = RunTorch({"datapipe", "2"}, true, {{"DLPROF_BACKEND", "fp"}});
   ExpectLoopSteps(t);
   EXPECT_EQ(WorkerIds(t), (std::set<int>{0, 1}));
   auto cpu = CpuByPath(t.run.profile, [](const Process& proc) { return proc.worker >= 0; });
@@ -418,7 +425,10 @@ TEST(TorchAnnotations, DatapipeChainIsOneNestedStagePerDatapipe) {
     for (const auto& [path, n] : cpu) all += path + "=" + std::to_string(n) + " ";
     return all;
   }();
-  EXPECT_NEAR(decode / (decode + augment), 2.0 / 3.0, 0.1);
+  // 0.15: with the workers, the loop and two more busy processes on 2 cores
+  // this came out 0.56 with frame pointers too. The shares of nested stages
+  // drift under contention; issue 12's note has the measurements.
+  EXPECT_NEAR(decode / (decode + augment), 2.0 / 3.0, 0.15);
 }
 
 TEST(TorchAnnotations, PinMemoryIsAStage) {
