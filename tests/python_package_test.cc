@@ -373,7 +373,7 @@ TEST(TorchAnnotations, TheProgramSeesNoDifference) {
 }
 
 TEST(TorchAnnotations, MapDatasetWithForkedWorkers) {
-  TorchRun t = RunTorch({"map", "2", "fork"}, true, {{"DLPROF_BACKEND", "fp"}});  // (see below)
+  TorchRun t = RunTorch({"map", "2", "fork"});
   const Profile& p = t.run.profile;
   ExpectLoopSteps(t);
   EXPECT_EQ(WorkerIds(t), (std::set<int>{0, 1}));
