@@ -38,8 +38,7 @@ using testing::ProcessResult;
 using testing::RunCommand;
 using testing::RunProcess;
 
-// Debian's interpreter by its full path: PATH may lead to another Python.
-const std::string kPython = "/usr/bin/python3";
+const std::string kPython = testing::kDebianPython;
 const std::string kLib = DLPROF_LIB_PATH;
 const std::string kPackageDir = std::string(DLPROF_BUILD_DIR) + "/python";
 const std::string kBootstrap = kPackageDir + "/dlprof/_bootstrap";

@@ -52,9 +52,7 @@ using testing::ProcessResult;
 using testing::RunCommand;
 using testing::RunProcess;
 
-// Debian's interpreter, by its full path: PATH may lead to another Python
-// (pyenv, a venv) that has no torch.
-const std::string kPython = "/usr/bin/python3";
+const std::string kPython = testing::kDebianPython;
 const std::string kLib = DLPROF_LIB_PATH;
 const std::string kDlprof = std::string(DLPROF_BUILD_DIR) + "/tools/dlprof";
 const std::string kTrain = std::string(DLPROF_SOURCE_DIR) + "/examples/torch/train.py";

@@ -29,6 +29,10 @@ std::string ProgramPath(const std::string& name);  // tests/programs/<name> in t
 
 inline constexpr const char* kUnset = "\x01unset";
 
+// Debian's interpreter by its full path, with python3-torch and python3-pil
+// (scripts/setup.sh): PATH may lead to another Python (pyenv, a venv).
+inline const std::string kDebianPython = "/usr/bin/python3";
+
 }  // namespace dlprof::testing
 
 #endif  // DLPROF_TESTS_SUPPORT_SUBPROCESS_H_
