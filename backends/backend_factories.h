@@ -21,11 +21,13 @@ namespace dlprof {
 std::unique_ptr<Unwinder> NewFpUnwinder(std::string* error);
 std::unique_ptr<Unwinder> NewLibunwindUnwinder(std::string* error);
 std::unique_ptr<Unwinder> NewGperftoolsUnwinder(std::string* error);
+std::unique_ptr<Unwinder> NewCfiUnwinder(std::string* error);
 
 // Whether the unwinder can work here, and a one-line description or reason.
 bool ProbeFpUnwinder(std::string* note);
 bool ProbeLibunwindUnwinder(std::string* note);
 bool ProbeGperftoolsUnwinder(std::string* note);
+bool ProbeCfiUnwinder(std::string* note);
 
 // Timer sources. Construction never fails; Start() reports whether they work.
 std::unique_ptr<TimerSource> NewPerfTimerSource();

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "backends/backend_factories.h"
+#include "backends/stack_reader.h"
 
 namespace dlprof {
 namespace {
@@ -37,28 +38,6 @@ Regs ReadRegs(const ucontext_t* uc) {
 #endif
   return r;
 }
-
-class StackReader {
- public:
-  explicit StackReader(const StackBounds& b) : lo_(b.lo), hi_(b.hi) {}
-  bool usable() const { return hi_ > lo_ && hi_ - lo_ >= 16; }
-  // True (and *out set) if the aligned word at `addr` lies inside the bounds.
-  // This function is safe to call from asynchronous signals.
-  // Not instrumented by ASan: a frame pointer from code built without one
-  // (libbz2, libc) points anywhere in the stack, often into an instrumented
-  // frame's locals, and reading the word there is the walk's job (the bounds
-  // keep it in the stack); ASan calls that a stack-buffer-overflow when the
-  // word overlaps a redzone, and the profiled program died of it.
-  __attribute__((no_sanitize("address"))) bool Read(uintptr_t addr, uintptr_t* out) const {
-    if ((addr & 7) != 0 || addr < lo_ || addr > hi_ - sizeof(uintptr_t)) return false;
-    *out = *reinterpret_cast<const uintptr_t*>(addr);
-    return true;
-  }
-
- private:
-  uintptr_t lo_;
-  uintptr_t hi_;
-};
 
 #if defined(__x86_64__) && !defined(DLPROF_UNDER_TSAN)  // see Unwind
 // Where the return address sits when the interrupted instruction is one at
@@ -110,7 +89,7 @@ class FpUnwinder : public Unwinder {
     const int slot = LeafReturnSlot(regs.pc);
     if (slot >= 0 && n < max) {
       uintptr_t ret = 0;
-      if (stack.Read(regs.sp + slot, &ret) && ret != 0) pcs[n++] = ret;
+      if (stack.Read(regs.sp + slot, &ret) && PlausibleUserPc(ret)) pcs[n++] = ret;
     }
 #endif
 
@@ -123,7 +102,9 @@ class FpUnwinder : public Unwinder {
       uintptr_t next = 0;
       uintptr_t ret = 0;
       if (!stack.Read(fp, &next) || !stack.Read(fp + sizeof(uintptr_t), &ret)) break;
-      if (ret == 0) break;  // The outermost frame (_start, clone) zeroes it.
+      // The outermost frame (_start, clone) zeroes it; misread data can be
+      // anything.
+      if (!PlausibleUserPc(ret)) break;
       pcs[n++] = ret;
       if (next <= fp) break;
       floor = fp + 2 * sizeof(uintptr_t);

@@ -49,6 +49,16 @@ class Unwinder {
   // and gperftools' caches), which a fork() child would inherit held. The
   // core then unwinds by frame pointers while a fork is under way.
   virtual bool HoldsLocks() const { return true; }
+
+  // Called by the collector thread on each of its ticks, off the signal
+  // path: work the unwinder keeps out of the handler (the "cfi" unwinder
+  // decodes the tables of newly loaded objects here). Only that one thread
+  // calls it. Not signal-safe.
+  virtual void Maintain() {}
+
+  // One line on the unwinder's state for the profile's process facts (empty:
+  // nothing to say). Not signal-safe.
+  virtual std::string Describe() const { return {}; }
 };
 
 // True when `return_address` lies in libunwind's code, once the libunwind

@@ -1,24 +1,29 @@
 // The unwinder registry: names to backends.
 //
-// The default ("auto" or "") is libunwind, chosen by measurement
+// The default ("auto" or "") is cfi on x86_64, chosen by measurement
 // (bench/unwinder_bench.cc, median ns per sample on a real signal frame, this
-// 2-CPU Debian 12 VM, depth = extra frames of recursion):
+// 2-CPU Debian 12 VM, depth = extra frames of recursion; session 7):
 //
 //                depth 8          depth 32         depth 128
-//   fp           27 ns (11 pcs)   72 ns (35)       217 ns (131)
-//   libunwind    366 ns (21 pcs)  939 ns (45)      1.9 us (141)
-//   gperftools   101 us (21 pcs)  176 us (45)      699 us (141)
+//   fp           42 ns (13 pcs)   88 ns (37)       301 ns (133)
+//   cfi          329 ns (23 pcs)  586 ns (47)      1.8 us (143)
+//   libunwind    336 ns (23 pcs)  540 ns (47)      1.6 us (143)
 //
-// libunwind costs under 0.05% of a CPU at 100 Hz and about 0.1% at 1000 Hz for
-// a typical 30-frame stack. fp is ten times cheaper but stops, or skips a
-// caller, at every function built without frame pointers: above, it loses the
-// 10 frames below the recursion (the Debian-built benchmark library, main(),
-// libc's start-up). Debian builds its libraries (libc, libstdc++, zlib, the image
-// codecs: where a data-loading stage spends its time) that way, so fp would
-// charge their time to the wrong stage. gperftools' method on Debian is a
-// libunwind unw_step() loop, which takes a lock with signals blocked on every
-// frame (see libunwind_unwinder.cc), hence its cost; it is there for parity
-// with gperftools' own profiles, never a better choice.
+// cfi and libunwind find the same frames (tests/cfi_test.cc compares them on
+// live signal frames, and cfi's rows with libdw's at every row of libc,
+// libstdc++, libpython and the test) at the same cost here, but cfi does it
+// with no lock, no loader call and no system call in the handler, and in a
+// Python process (deep eval-loop stacks, where libunwind leaves its cached
+// fast path) its handler time was 2.3 ms against libunwind's 6.4 ms for the
+// same 60-step run (tests/python/package_api.py, 1000 Hz). fp is cheaper
+// still but stops, or skips a caller, at every function built without frame
+// pointers: Debian builds its libraries (libc, libstdc++, zlib, the image
+// codecs, CPython) that way, so fp would charge their time to the wrong
+// stage. gperftools' method on Debian is a libunwind unw_step() loop, which
+// takes a lock with signals blocked on every frame (see
+// libunwind_unwinder.cc); it is there for parity with gperftools' own
+// profiles, never a better choice. libunwind stays for other architectures
+// and as a reference.
 #include <string>
 #include <vector>
 
@@ -35,11 +40,16 @@ struct UnwinderEntry {
 
 // Best first.
 constexpr UnwinderEntry kUnwinders[] = {
+    {"cfi", ProbeCfiUnwinder, NewCfiUnwinder},
     {"libunwind", ProbeLibunwindUnwinder, NewLibunwindUnwinder},
     {"gperftools", ProbeGperftoolsUnwinder, NewGperftoolsUnwinder},
     {"fp", ProbeFpUnwinder, NewFpUnwinder},
 };
-constexpr char kDefaultUnwinder[] = "libunwind";
+#if defined(__x86_64__)
+constexpr char kDefaultUnwinder[] = "cfi";
+#else
+constexpr char kDefaultUnwinder[] = "libunwind";  // the cfi rows are x86_64's
+#endif
 
 }  // namespace
 

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cfi_tables.h"
 #include "backends/unwinder.h"
 #include "core/stack_switch.h"
 
@@ -92,6 +93,8 @@ void BM_Unwind(benchmark::State& state, const std::string& name, bool switched) 
   sigemptyset(&sa.sa_mask);
   sigaction(SIGUSR2, &sa, nullptr);
   unwinder->PrepareThread();
+  CfiDecodeAllLoaded();
+  unwinder->Maintain();  // as the collector does (the cfi tables)
   g_shot.unwinder = unwinder.get();
   g_shot.bounds = CurrentStackBounds();
   static const uintptr_t stack = MapStack(64 << 10);
@@ -124,7 +127,7 @@ void BM_Unwind(benchmark::State& state, const std::string& name, bool switched) 
 
 int main(int argc, char** argv) {
   for (bool switched : {false, true}) {
-    for (const char* name : {"fp", "libunwind", "gperftools"}) {
+    for (const char* name : {"fp", "cfi", "libunwind", "gperftools"}) {
       // "switched": Unwind() runs on another stack, as in the profiler's
       // handler (core/signal_handler.cc), so libunwind's fast trace and
       // gperftools' walk from their own frame cross the stack switch.

@@ -27,7 +27,7 @@ uint64_t BuffersRefused();     // dlprof_buffer_create calls with the table full
 void ResetAnnotationCounters();  // a fork child counts its own
 
 // fork(): the parent holds both table locks across it, so the child gets
-// them free (core/session.cc). In the child, unlock reinitialises.
+// them free (core/session_fork.cc). In the child, unlock reinitialises.
 void LockAnnotationsForFork();
 void UnlockAnnotationsAfterFork();
 

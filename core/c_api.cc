@@ -17,7 +17,7 @@ namespace {
 inline dlprof::ThreadSlot* Slot() {
   dlprof::ThreadSlot* s = dlprof::t_slot;
   if (__builtin_expect(s != nullptr, 1)) return s;
-  if (!dlprof::g_session_started.load(std::memory_order_relaxed)) return nullptr;
+  if (!dlprof::SessionRecording()) return nullptr;
   return dlprof::AdoptCurrentThread();
 }
 
@@ -25,10 +25,10 @@ inline dlprof::ThreadSlot* Slot() {
 
 extern "C" {
 
-int dlprof_enabled(void) { return dlprof::g_session_started.load(std::memory_order_relaxed); }
+int dlprof_enabled(void) { return dlprof::SessionRecording(); }
 
 uint32_t dlprof_stage_intern(const char* name) {
-  if (!dlprof::g_session_started.load(std::memory_order_relaxed)) return 0;
+  if (!dlprof::SessionRecording()) return 0;
   return dlprof::InternStage(name);
 }
 
@@ -43,7 +43,8 @@ void dlprof_stage_enter(uint32_t stage_id) {
   std::atomic_signal_fence(std::memory_order_release);
   s->depth.store(d + 1, std::memory_order_relaxed);
   // Stage 0 ("no stage": off, or the table was full) only keeps the nesting.
-  if (dlprof::g_session_detailed && stage_id != 0) {
+  if (stage_id != 0 &&
+      (dlprof::g_session_detailed || s->stage_events.load(std::memory_order_relaxed))) {
     dlprof::PushEvent(s, DLPROF_EVENT_STAGE_ENTER, stage_id);
   }
 }
@@ -55,7 +56,7 @@ void dlprof_stage_exit(void) {
   if (d == 0) return;  // unbalanced exit: ignore rather than underflow
   s->depth.store(d - 1, std::memory_order_relaxed);
   s->stage_exits.store(s->stage_exits.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  if (dlprof::g_session_detailed) {
+  if (dlprof::g_session_detailed || s->stage_events.load(std::memory_order_relaxed)) {
     uint32_t id = d <= static_cast<uint32_t>(dlprof::kMaxStageDepth)
                       ? s->stages[d - 1].load(std::memory_order_relaxed)
                       : 0;
@@ -64,7 +65,7 @@ void dlprof_stage_exit(void) {
 }
 
 dlprof_buffer* dlprof_buffer_create(const char* name, uint64_t capacity) {
-  if (!dlprof::g_session_started.load(std::memory_order_relaxed)) return nullptr;
+  if (!dlprof::SessionRecording()) return nullptr;
   return dlprof::CreateBuffer(name, capacity);
 }
 

@@ -44,7 +44,7 @@ class Collector {
   // tick (records carry their own wall time, so ticks need not be evenly
   // spaced). Returns whether anything moved: a buffer exists, a thread was
   // new, changed stage path or state, or was partly on and partly off CPU.
-  // When nothing moved for a while the session ticks less often (session.cc).
+  // When nothing moved for a while the session ticks less often (core/collector_thread.cc).
   bool SnapshotTick(int64_t now_ns);
   // Moves every thread's pending samples and events into the chunk buffers;
   // frees the slots of threads that have exited.
@@ -69,8 +69,12 @@ class Collector {
   uint32_t InternStack(const uint64_t* pcs, uint32_t n);
   void DrainSamples(ThreadSlot* s);
   void DrainEvents(ThreadSlot* s);
-  // Writes the thread's open run of wall ticks into the WALL_RUNS stream.
+  // Writes the thread's open run of wall ticks into the WALL_STATES stream.
   void EndWallRun(ThreadSlot* s);
+  // The thread's run_delay (schedstat), -1 if unreadable.
+  int64_t ReadRunDelay(pid_t tid);
+  // Records in the PROCESS chunk whether run_delay can be read ("run_delay").
+  void SayRunDelay();
   void AppendChunk(std::string* out, uint32_t type, const std::string& payload);
   void AppendProcessChunk(std::string* out);
   void AddRetiredCounters(ThreadSlot* s);
@@ -108,7 +112,7 @@ class Collector {
   uint64_t maps_generation_ = UINT64_MAX;
   int buffers_written_ = 0;
 
-  struct Stream {  // a time-ordered record chunk: SAMPLES, WALL_RUNS, SNAPSHOTS, EVENTS
+  struct Stream {  // a time-ordered record chunk: SAMPLES, WALL_STATES, SNAPSHOTS, EVENTS
     std::string body;
     uint32_t count = 0;
     int64_t base = 0;

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "reports/utf8.h"
+
 namespace dlprof {
 namespace {
 
@@ -18,34 +20,12 @@ bool ParseInt(const char* s, long lo, long hi, int* out) {
   return true;
 }
 
-// The value as it may be echoed on a terminal: control characters (ESC, BEL,
-// CR; C1 controls, UTF-8 C2 80..9F) become \xNN, and at most 64 bytes are
-// shown. Other UTF-8 stays as it is.
-std::string Printable(const char* value) {
-  std::string out;
-  size_t n = 0;
-  for (const char* p = value; *p != '\0'; ++p, ++n) {
-    if (n == 64) {
-      out += "...";
-      break;
-    }
-    const unsigned char c = static_cast<unsigned char>(*p);
-    const unsigned char next = static_cast<unsigned char>(p[1]);
-    if (c < 0x20 || c == 0x7f || (c == 0xc2 && next >= 0x80 && next < 0xa0)) {
-      char hex[9];
-      if (c == 0xc2) {
-        snprintf(hex, sizeof(hex), "\\xc2\\x%02x", next);
-        ++p;
-      } else {
-        snprintf(hex, sizeof(hex), "\\x%02x", c);
-      }
-      out += hex;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out;
-}
+// The value as it may be echoed on a terminal: TerminalSafe (reports/utf8.h,
+// header-only, the one escaper of dlprof's terminal lines: C0 and C1
+// controls, DEL, bidi overrides and isolates become \xNN), at most 64 bytes
+// shown. Only ParseConfig's warnings use it, once at start-up and never in a
+// signal handler, so it may allocate.
+std::string Printable(const char* value) { return TerminalSafe(value, 64); }
 
 }  // namespace
 
@@ -85,8 +65,8 @@ Config ParseConfig(const std::function<const char*(const char*)>& getenv_fn,
   }
   if (const char* v = getenv_fn("DLPROF_BACKEND")) {
     std::string s = v;
-    if (s == "auto" || s == "libunwind" || s == "gperftools" || s == "fp") c.unwinder = s;
-    else bad("DLPROF_BACKEND", v, "auto, libunwind, gperftools or fp", "auto");
+    if (s == "auto" || s == "cfi" || s == "libunwind" || s == "gperftools" || s == "fp") c.unwinder = s;
+    else bad("DLPROF_BACKEND", v, "auto, cfi, libunwind, gperftools or fp", "auto");
   }
   if (const char* v = getenv_fn("DLPROF_TIMER")) {
     std::string s = v;

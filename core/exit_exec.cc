@@ -40,10 +40,10 @@ std::atomic<ExecveatFn> g_execveat{nullptr};
 // Runs one exec call with the profile ended around it; re-arms if it returns.
 template <typename Call>
 int AroundExec(Call call) {
-  const bool prepared = BeforeExec();
+  BeforeExec();
   const int rc = call();
   const int saved = errno;
-  AfterFailedExec(prepared);
+  AfterFailedExec();
   errno = saved;
   return rc;
 }

@@ -44,7 +44,7 @@ using SigactionFn = int (*)(int, const struct sigaction*, struct sigaction*);
 PthreadCreateFn OwnPthreadCreateAddress();
 SigactionFn OwnSigactionAddress();
 
-// pthread_create (core/session.cc): registers the new thread before its
+// pthread_create (core/session_threads.cc): registers the new thread before its
 // start routine runs, except dlprof's own threads.
 int ProgramPthreadCreate(pthread_t* thread, const pthread_attr_t* attr, void* (*fn)(void*),
                          void* arg);

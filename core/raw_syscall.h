@@ -1,6 +1,6 @@
 // A system call without going through any function: for code that runs
 // before a sanitizer has set up the thread (the pthread_create hand-over in
-// core/session.cc), where even libdlprof's own syscall() interposer
+// core/session_threads.cc), where even libdlprof's own syscall() interposer
 // (core/hooks.cc), being instrumented, must not be called.
 #ifndef DLPROF_CORE_RAW_SYSCALL_H_
 #define DLPROF_CORE_RAW_SYSCALL_H_

@@ -1,18 +1,21 @@
-// The profiling session of this process: start from the library constructor,
-// thread registration (pthread_create is interposed), fork, exit and
-// termination handling, and the collector thread.
+// The profiling session of this process, as the rest of the runtime sees
+// it: whether it records, and the calls that change it (the program's exit,
+// exec, signals, masks, credentials, seccomp). Its files are listed in
+// core/session_internal.h.
 #ifndef DLPROF_CORE_SESSION_H_
 #define DLPROF_CORE_SESSION_H_
 
 #include <atomic>
 #include <cstdint>
 
+#include "core/session_state.h"
 #include "core/thread_registry.h"
 
 namespace dlprof {
 
-// True once this process samples (read on every annotation: keep it cheap).
-extern std::atomic<bool> g_session_started;
+// True while this process's session records: Baseline, Sampling or Stepped
+// aside (core/session_state.h). Read on every annotation: one load.
+inline bool SessionRecording() { return g_state.recording(); }
 // True in DLPROF_MODE=detailed: stage enter/exit become timeline events.
 extern bool g_session_detailed;
 
@@ -45,12 +48,12 @@ void BeforeQuickExit(int status);
 // An exec*() is about to replace the image: the collector disarms the timers
 // (a setitimer timer would outlive the exec and kill the new image with
 // SIGPROF) and ends the file ("end" = "exec", file kept open), waiting at most
-// a second. Returns whether that was done; pass it to AfterFailedExec, which
-// re-arms the timers when the exec returned. The file goes on after a failed
-// exec and ends again at exit (a reader takes the last END). Nothing in a
+// a second. Nothing is written after that END until AfterFailedExec, when
+// the exec returned, re-arms the timers: the file
+// goes on and ends again at exit (a reader takes the last END). Nothing in a
 // vfork child. These functions are safe to call from asynchronous signals.
-bool BeforeExec();
-void AfterFailedExec(bool prepared);
+void BeforeExec();
+void AfterFailedExec();
 // The calling thread now blocks SIGPROF (or no longer does), by its own
 // pthread_sigmask/sigprocmask (core/signals.h). Blocked: its timer is
 // disarmed and dlprof's pending ticks taken back, so none reaches the

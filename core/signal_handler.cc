@@ -101,6 +101,9 @@ __attribute__((noinline)) void TakeSample(void* arg) {
     s->last_sample_cpu_ns.store(now, std::memory_order_relaxed);
   }
   if (extra > 0xfffe) extra = 0xfffe;
+  if (extra > 0 && !s->stage_events.load(std::memory_order_relaxed)) {
+    s->stage_events.store(true, std::memory_order_relaxed);
+  }
 
   const size_t stage_words = (depth + 1) / 2;
   const size_t n = 2 + stage_words + static_cast<size_t>(frames) +

@@ -34,7 +34,7 @@ struct SamplerState {
   std::atomic<uint64_t> dropped_nothread{0};  // signals on threads with no slot
   // Non-zero while a fork() is under way: the handler unwinds with
   // fork_unwinder, which takes no lock the child could inherit held
-  // (core/session.cc LockForFork).
+  // (core/session_fork.cc LockForFork).
   std::atomic<int> fork_fence{0};
   Unwinder* fork_unwinder = nullptr;        // used while the fence is up (frame pointers)
   std::atomic<uint64_t> fork_samples{0};   // samples taken by it

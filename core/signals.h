@@ -3,7 +3,7 @@
 // program's own view of them.
 //
 // libdlprof exports sigaction() and signal(), so the program's calls reach
-// this file first (as pthread_create reaches core/session.cc). While dlprof
+// this file first (as pthread_create reaches core/session_threads.cc). While dlprof
 // owns a signal:
 //   - a query (act == NULL) returns what the program last set, or what was
 //     installed before dlprof started (SIG_DFL, usually): never dlprof's handler;

@@ -46,6 +46,7 @@ void ResetSlot(ThreadSlot* s) {
   s->sigprof_blocked.store(false, std::memory_order_relaxed);
   s->tsc_off.store(false, std::memory_order_relaxed);
   s->last_sample_cpu_ns.store(0, std::memory_order_relaxed);
+  s->stage_events.store(false, std::memory_order_relaxed);
   s->py_tstate = 0;
   s->samples_taken.store(0, std::memory_order_relaxed);
   s->dropped_ring.store(0, std::memory_order_relaxed);
@@ -55,8 +56,10 @@ void ResetSlot(ThreadSlot* s) {
   s->file_index = -1;
   s->last_cpu_ns = -1;
   s->last_wall_ns = 0;
+  s->last_run_delay_ns = -1;
+  s->run_delay_stale = false;
   s->run_ticks = 0;
-  s->run_wall_ns = s->run_cpu_ns = 0;
+  s->run_wall_ns = s->run_cpu_ns = s->run_wait_ns = 0;
 }
 
 ThreadSlot* ClaimSlot(pid_t tid) {

@@ -44,6 +44,14 @@ struct ThreadSlot {
   // store, no read-modify-write). Every change of stage path that a wall tick
   // cannot see, because it was undone before the tick, includes an exit.
   std::atomic<uint32_t> stage_exits{0};
+  // Set (for good) by the handler at the first sample that stands for
+  // periods which ended in the kernel: this thread spends CPU time where no
+  // signal comes (system calls), and the ticks it loses there are given to
+  // its next sample, whose stage may be another. From then on its stage
+  // enters and exits are timestamped events, as in detailed mode, so that
+  // the reader can share those periods among the stages they fell in
+  // (readers/unsampled_ticks.h). A thread that stays in user mode never pays.
+  std::atomic<bool> stage_events{false};
 
   std::atomic<int> in_handler{0};
   // The thread itself blocks SIGPROF (pthread_sigmask/sigprocmask, or a mask
@@ -78,13 +86,18 @@ struct ThreadSlot {
   int file_index = -1;     // thread index in the profile file, -1 = not yet written
   int64_t last_cpu_ns = -1;
   int64_t last_wall_ns = 0;
+  // The kernel's run_delay (ns runnable but waiting for a core) at the last
+  // read of /proc/self/task/<tid>/schedstat; -1 = never read.
+  int64_t last_run_delay_ns = -1;
+  bool run_delay_stale = false;  // a tick since it was read ran almost whole (not read)
   uint32_t last_stage_exits = 0;  // stage_exits at the previous wall tick
   // The open run of wall ticks with one stage path and state; written as one
-  // DLPROF_CHUNK_WALL_RUNS record when either changes, or at the next flush.
+  // DLPROF_CHUNK_WALL_STATES record when either changes, or at the next flush.
   uint32_t run_ticks = 0;  // 0 = no open run
   uint32_t run_path = 0;
   uint64_t run_state = 0;
   int64_t run_end_ns = 0, run_wall_ns = 0, run_cpu_ns = 0;
+  int64_t run_wait_ns = 0;  // of run_wall_ns, runnable but waiting for a core
 };
 
 // The current thread's slot, or nullptr when it is not sampled. Initial-exec

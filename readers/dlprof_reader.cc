@@ -10,11 +10,13 @@
 #include <map>
 #include <unordered_map>
 
+#include <dlprof/dlprof.h>
 #include <dlprof/format.h>
 
 #include "core/varint.h"
 #include "readers/file_bytes.h"
 #include "readers/id_map.h"
+#include "readers/unsampled_ticks.h"
 
 namespace dlprof {
 namespace {
@@ -67,6 +69,11 @@ struct PyCode {
 constexpr uint64_t kMaxPyName = 4096;
 constexpr uint64_t kMaxPyLine = 0x7fffffff;
 
+// Longest stage name kept: the runtime cuts names to 1 KiB and marks them
+// "..." (core/annotations.h, kMaxStageNameBytes); longer ones are cut here the
+// same way, as a path's names are repeated on every line of the outputs.
+constexpr size_t kMaxStageName = 1024;
+
 // Decodes one file's chunks; ids are the file's own until Finish() maps them.
 class FileDecoder {
  public:
@@ -88,8 +95,10 @@ class FileDecoder {
     proc().warnings.push_back(path_ + ": offset " + std::to_string(offset) + ": " + what);
   }
 
-  // Returns false if the payload did not decode completely.
-  bool Chunk(uint32_t type, const uint8_t* b, const uint8_t* e) {
+  // Returns false if the payload did not decode completely. `offset`: the
+  // chunk's in the file, for warnings.
+  bool Chunk(uint32_t type, const uint8_t* b, const uint8_t* e, size_t offset) {
+    chunk_offset_ = offset;
     // Complete means the file ends with END: one written before an exec that
     // failed is followed by more chunks, and the process may yet die.
     if (type != DLPROF_CHUNK_END) proc().complete = false;
@@ -101,8 +110,9 @@ class FileDecoder {
       case DLPROF_CHUNK_STACKS: return Stacks(b, e);
       case DLPROF_CHUNK_MAPS: return Maps(b, e);
       case DLPROF_CHUNK_SAMPLES: return Samples(b, e);
-      case DLPROF_CHUNK_WALL: return Wall(b, e, /*runs=*/false);
-      case DLPROF_CHUNK_WALL_RUNS: return Wall(b, e, /*runs=*/true);
+      case DLPROF_CHUNK_WALL: return Wall(b, e, /*runs=*/false, /*waits=*/false);
+      case DLPROF_CHUNK_WALL_RUNS: return Wall(b, e, /*runs=*/true, /*waits=*/false);
+      case DLPROF_CHUNK_WALL_STATES: return Wall(b, e, /*runs=*/true, /*waits=*/true);
       case DLPROF_CHUNK_BUFFERS: return Buffers(b, e);
       case DLPROF_CHUNK_SNAPSHOTS: return Snapshots(b, e);
       case DLPROF_CHUNK_EVENTS: return Events(b, e);
@@ -148,18 +158,36 @@ class FileDecoder {
     for (uint64_t i = 0; i < n; ++i) {
       std::string name;
       if (!GetVarint(&b, e, &id) || !GetBytes(&b, e, &name)) return false;
+      if (name.size() > kMaxStageName + 3) {
+        if (names_cut_++ == 0) name_cut_at_ = chunk_offset_;
+        longest_name_ = std::max<uint64_t>(longest_name_, name.size());
+        // As the runtime cuts: not inside a UTF-8 sequence, then "...".
+        size_t n = kMaxStageName;
+        for (int k = 0; k < 3 && n > 0 && (static_cast<unsigned char>(name[n]) & 0xc0) == 0x80; ++k) --n;
+        name.resize(n);
+        name += "...";
+      }
       stages_.Set(static_cast<uint32_t>(id), p_->InternStage(name.empty() ? "?" : name));
     }
     return true;
   }
+  // A path deeper than the runtime records keeps its outermost
+  // DLPROF_MAX_STAGE_DEPTH stages: every writer repeats a path's names on
+  // each of its lines, so depth multiplies output (docs/ARCHITECTURE.md,
+  // "Bounds on what an input multiplies").
   bool Paths(const uint8_t* b, const uint8_t* e) {
     uint64_t first, n, depth, id;
     if (!GetVarint(&b, e, &first) || !GetVarint(&b, e, &n)) return false;
     for (uint64_t i = 0; i < n; ++i) {
       if (!GetVarint(&b, e, &depth) || depth > 1024) return false;
+      if (depth > DLPROF_MAX_STAGE_DEPTH) {
+        if (paths_cut_++ == 0) path_cut_at_ = chunk_offset_;
+        deepest_path_ = std::max(deepest_path_, depth);
+      }
       std::vector<uint32_t> path;
       for (uint64_t d = 0; d < depth; ++d) {
         if (!GetVarint(&b, e, &id)) return false;
+        if (d >= DLPROF_MAX_STAGE_DEPTH) continue;
         const uint32_t* stage = stages_.Find(static_cast<uint32_t>(id));
         path.push_back(stage ? *stage : p_->InternStage("?"));
       }
@@ -239,17 +267,19 @@ class FileDecoder {
     }
     return true;
   }
-  // WALL (one record per tick) or WALL_RUNS (one per run of ticks with the
-  // same stage path and state, which differs only by its tick count). Either
-  // way one wall sample per record, standing for the wall time it sums.
-  bool Wall(const uint8_t* b, const uint8_t* e, bool runs) {
-    uint64_t base, n, dt, thread, path, ticks = 1, wall, cpu, state;
+  // WALL (one record per tick), WALL_RUNS (one per run of ticks with the
+  // same stage path and state, which differs only by its tick count) or
+  // WALL_STATES (a run that also says how long the thread waited for a core).
+  // Either way one wall sample per record, standing for the wall time it sums.
+  bool Wall(const uint8_t* b, const uint8_t* e, bool runs, bool waits) {
+    uint64_t base, n, dt, thread, path, ticks = 1, wall, cpu, wait = 0, state;
     if (!GetVarint(&b, e, &base) || !GetVarint(&b, e, &n)) return false;
     int64_t t = static_cast<int64_t>(base);
     for (uint64_t i = 0; i < n; ++i) {
       if (!GetVarint(&b, e, &dt) || !GetVarint(&b, e, &thread) || !GetVarint(&b, e, &path) ||
           (runs && !GetVarint(&b, e, &ticks)) || !GetVarint(&b, e, &wall) ||
-          !GetVarint(&b, e, &cpu) || !GetVarint(&b, e, &state)) {
+          !GetVarint(&b, e, &cpu) || (waits && !GetVarint(&b, e, &wait)) ||
+          !GetVarint(&b, e, &state)) {
         return false;
       }
       (void)ticks;
@@ -263,8 +293,12 @@ class FileDecoder {
       s.count = 0;
       s.wall_ns = ClampUnsigned(wall);
       s.cpu_ns = ClampUnsigned(cpu);
-      // Blocked in a syscall is off-CPU; running or runnable (waiting for a
-      // core) is on. cpu_ns / wall_ns gives the exact split either way.
+      // Three states: running (cpu_ns), runnable but waiting for a core
+      // (wait_ns), blocked (the rest). A damaged or hostile record cannot
+      // make the wait more than its wall time leaves.
+      s.wait_ns = std::min(ClampUnsigned(wait), std::max<int64_t>(0, s.wall_ns - s.cpu_ns));
+      // on_cpu: the state at the ticks, running (or runnable) rather than
+      // blocked in a call.
       s.on_cpu = state == 0;
       s.stack = StateStack(state);
       p_->samples.push_back(s);
@@ -339,7 +373,20 @@ class FileDecoder {
         open.stages.push_back({t, id ? *id : 0});
         break;
       }
-      case DLPROF_EVENT_STAGE_EXIT: close_span(IntervalKind::kStage, &open.stages); break;
+      case DLPROF_EVENT_STAGE_EXIT: {
+        // The span this exit closes. A thread's stage events may start in
+        // the middle of its run (core/thread_registry.h, stage_events): an
+        // exit of a stage entered before then has no open span, and must
+        // not close an inner one.
+        const uint32_t* id = stages_.Find(stage);
+        const uint32_t index = id ? *id : 0;
+        auto it = std::find_if(open.stages.rbegin(), open.stages.rend(),
+                               [&](const OpenSpan& o) { return o.stage == index; });
+        if (it == open.stages.rend()) break;
+        open.stages.erase(std::next(it).base() + 1, open.stages.end());
+        close_span(IntervalKind::kStage, &open.stages);
+        break;
+      }
       default: break;
     }
   }
@@ -381,6 +428,10 @@ class FileDecoder {
   };
   std::unordered_map<uint32_t, OpenSpans> open_;
   uint64_t unknown_ids_ = 0;
+  uint64_t paths_cut_ = 0, deepest_path_ = 0;   // stage paths deeper than the runtime's
+  uint64_t names_cut_ = 0, longest_name_ = 0;   // stage names longer than the runtime's
+  size_t chunk_offset_ = 0;                     // of the chunk being decoded
+  size_t path_cut_at_ = 0, name_cut_at_ = 0;    // the first chunk with a cut
   std::unordered_map<uint64_t, uint32_t> state_stacks_;  // wall record state -> stack
 
   // The one-frame pseudo stack of a wall record's state: "[running]" or
@@ -491,6 +542,18 @@ void FileDecoder::Finish() {
     p_->samples.push_back(s);
     last = std::max(last, r.time);
   }
+  ShareUnsampledTicks(p_, proc_index_, period);
+  if (pr.mode != "detailed") {
+    // Outside detailed mode a thread's stage events start only once it
+    // loses periods in the kernel: they served the sharing above, and as
+    // stage spans they would show a part of a run as if it were all.
+    auto& iv = p_->intervals;
+    iv.erase(std::remove_if(iv.begin(), iv.end(),
+                            [&](const Interval& i) {
+                              return i.process == proc_index_ && i.kind == IntervalKind::kStage;
+                            }),
+             iv.end());
+  }
   pr.samples = raw_.size();
   auto counter = [&](const char* k) {
     auto it = pr.counters.find(k);
@@ -503,8 +566,33 @@ void FileDecoder::Finish() {
       if (s.process == proc_index_) last = std::max(last, s.time_ns);
     }
     pr.end_ns = last;
-    pr.warnings.push_back(path_ + ": no end record: the process was killed or is still running; "
-                          "samples up to its last flush are kept");
+    auto interposers = pr.fields.find("interposers");
+    if (interposers != pr.fields.end() && interposers->second.rfind("off", 0) == 0) {
+      // Loaded by dlopen: an _exit() (os._exit, as workers leave) is not seen.
+      pr.warnings.push_back(path_ + ": no end record: libdlprof was loaded after the program "
+                            "started (dlopen), so an _exit() is not seen; samples up to its last "
+                            "tick are kept");
+    } else {
+      pr.warnings.push_back(path_ + ": no end record: the process was killed or is still "
+                            "running; samples up to its last flush are kept");
+    }
+  }
+  // One warning each for the file, at the offset of the first chunk that
+  // had such a path or name.
+  if (paths_cut_ > 0) {
+    pr.warnings.push_back(path_ + ": offset " + std::to_string(path_cut_at_) + ": " +
+                          std::to_string(paths_cut_) + " stage path" +
+                          (paths_cut_ > 1 ? "s" : "") + " deeper than the runtime's " +
+                          std::to_string(DLPROF_MAX_STAGE_DEPTH) + " (down to depth " +
+                          std::to_string(deepest_path_) + ") cut to their outermost " +
+                          std::to_string(DLPROF_MAX_STAGE_DEPTH) + " stages");
+  }
+  if (names_cut_ > 0) {
+    pr.warnings.push_back(path_ + ": offset " + std::to_string(name_cut_at_) + ": " +
+                          std::to_string(names_cut_) + " stage name" +
+                          (names_cut_ > 1 ? "s" : "") + " longer than the runtime's " +
+                          std::to_string(kMaxStageName) + " bytes (up to " +
+                          std::to_string(longest_name_) + " bytes) cut to it and marked \"...\"");
   }
   if (unknown_ids_ > 0) {
     pr.warnings.push_back(path_ + ": " + std::to_string(unknown_ids_) +
@@ -533,7 +621,7 @@ RecordCounts CountRecords(const std::string& data) {
     const uint8_t* e = b + len;
     uint64_t time, n;
     const bool records = type == DLPROF_CHUNK_SAMPLES || type == DLPROF_CHUNK_WALL ||
-                         type == DLPROF_CHUNK_WALL_RUNS;
+                         type == DLPROF_CHUNK_WALL_RUNS || type == DLPROF_CHUNK_WALL_STATES;
     if (records && GetVarint(&b, e, &time) && GetVarint(&b, e, &n)) {
       n = std::min<uint64_t>(n, static_cast<uint64_t>(e - b) / 5);
       (type == DLPROF_CHUNK_SAMPLES ? c.cpu : c.wall) += n;
@@ -553,10 +641,11 @@ bool Decode(const std::string& data, const std::string& path, Profile* profile,
     return false;
   }
   uint32_t version = U32At(base, 8);
-  if (version != DLPROF_FORMAT_VERSION) {
+  if (version < DLPROF_FORMAT_OLDEST_VERSION || version > DLPROF_FORMAT_VERSION) {
     *error = path + ": offset 8: unsupported format version " + std::to_string(version);
     return false;
   }
+  profile->input_bytes += size;
   const RecordCounts counts = CountRecords(data);
   profile->ReserveSamples(counts.cpu + counts.wall);
   FileDecoder dec(path, profile, raw, counts.cpu);
@@ -588,7 +677,7 @@ bool Decode(const std::string& data, const std::string& path, Profile* profile,
       continue;
     }
     resyncing = false;
-    if (!dec.Chunk(type, payload, payload + len)) {
+    if (!dec.Chunk(type, payload, payload + len, off)) {
       dec.Warn(off, "chunk type " + std::to_string(type) + " does not decode; records after the "
                     "fault in it are lost");
     }
@@ -600,9 +689,10 @@ bool Decode(const std::string& data, const std::string& path, Profile* profile,
 
 }  // namespace
 
-bool ReadDlprofFile(const std::string& path, Profile* profile, std::string* error) {
+bool ReadDlprofFile(const std::string& path, Profile* profile, std::string* error,
+                    const FileLimits& limits) {
   std::string data;
-  if (!ReadWholeFile(path, &data, error)) return false;
+  if (!ReadWholeFile(path, &data, error, limits)) return false;
   return ReadDlprofBuffer(data, path, profile, error);
 }
 
@@ -613,14 +703,14 @@ bool ReadDlprofBuffer(const std::string& data, const std::string& path, Profile*
 }
 
 void ReadDlprofFiles(const std::vector<std::string>& paths, Profile* profile,
-                     std::vector<std::string>* errors) {
+                     std::vector<std::string>* errors, const FileLimits& limits) {
   // Each file is read twice: once to count its records, once to decode it,
   // through one buffer. Reading from the page cache costs less here than
   // first-touching a second copy of every file (page faults are dear on VMs).
   std::string data, error;
   size_t records = 0;
   for (const std::string& path : paths) {
-    if (ReadWholeFile(path, &data, &error)) {
+    if (ReadWholeFile(path, &data, &error, limits)) {
       const RecordCounts n = CountRecords(data);
       records += n.cpu + n.wall;
     }
@@ -628,7 +718,7 @@ void ReadDlprofFiles(const std::vector<std::string>& paths, Profile* profile,
   profile->ReserveSamples(records);
   std::vector<RawSample> raw;
   for (const std::string& path : paths) {
-    if (!ReadWholeFile(path, &data, &error) || !Decode(data, path, profile, &error, &raw)) {
+    if (!ReadWholeFile(path, &data, &error, limits) || !Decode(data, path, profile, &error, &raw)) {
       errors->push_back(error);
     }
   }

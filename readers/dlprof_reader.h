@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "readers/file_bytes.h"
 #include "readers/profile.h"
 
 namespace dlprof {
@@ -13,13 +14,15 @@ namespace dlprof {
 // every intact chunk is used and each problem becomes a warning "path: offset
 // N: what" in the process's warnings. Returns false (and *error) only when the
 // file cannot be read at all or is not a .dlprof file.
-bool ReadDlprofFile(const std::string& path, Profile* profile, std::string* error);
+bool ReadDlprofFile(const std::string& path, Profile* profile, std::string* error,
+                    const FileLimits& limits = FileLimits());
 
 // The same for the files of one run, in order. Every file is read before any
 // is decoded, so that Profile::samples is sized once for all of them. A file
-// that cannot be read, or is not a .dlprof file, adds its error to *errors.
+// that cannot be read (not a regular file, over the size limit), or is not a
+// .dlprof file, adds its error to *errors; the others are read.
 void ReadDlprofFiles(const std::vector<std::string>& paths, Profile* profile,
-                     std::vector<std::string>* errors);
+                     std::vector<std::string>* errors, const FileLimits& limits = FileLimits());
 
 // The same for a file's bytes already in memory; `path` only names them in
 // warnings and in Process::file. (The fuzz targets call this.)

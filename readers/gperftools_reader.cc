@@ -58,6 +58,7 @@ bool HeaderMatches(const std::string& bytes, WordFormat f) {
 struct Record {
   uint64_t count;
   std::vector<uint64_t> pcs;
+  size_t offset;  // of the record in the file, for warnings
 };
 
 // Executable, file-backed lines of a /proc/pid/maps text.
@@ -94,13 +95,14 @@ bool LooksLikeGperftoolsProfile(const std::string& bytes) {
   return false;
 }
 
-void ReadGperftools(const std::string& path, Profile* profile) {
+void ReadGperftools(const std::string& path, Profile* profile, const FileLimits& limits) {
   std::string bytes, error;
-  if (!ReadWholeFile(path, &bytes, &error)) throw std::runtime_error(error);
+  if (!ReadWholeFile(path, &bytes, &error, limits)) throw std::runtime_error(error);
   ReadGperftoolsBuffer(bytes, path, profile);
 }
 
 void ReadGperftoolsBuffer(const std::string& bytes, const std::string& path, Profile* profile) {
+  profile->input_bytes += bytes.size();
   const WordFormat* format = nullptr;
   for (const WordFormat& f : kFormats) {
     if (HeaderMatches(bytes, f)) {
@@ -146,7 +148,7 @@ void ReadGperftoolsBuffer(const std::string& bytes, const std::string& path, Pro
                      std::to_string(bytes.size() - pos) + " bytes left)");
       break;
     }
-    Record rec{count, {}};
+    Record rec{count, {}, pos};
     rec.pcs.reserve(depth);
     for (uint64_t i = 0; i < depth; ++i) rec.pcs.push_back(r.At(pos + (2 + i) * w));
     records.push_back(std::move(rec));
@@ -188,7 +190,17 @@ void ReadGperftoolsBuffer(const std::string& bytes, const std::string& path, Pro
 
   std::unordered_map<uint64_t, uint32_t> location_of_pc;
   std::vector<uint32_t> stack;
+  size_t hostile_counts = 0;
   for (const Record& rec : records) {
+    if (rec.count > static_cast<uint64_t>(kMaxRecordValue) && hostile_counts++ == 0) {
+      // A record counts the ticks that saw its stack: 2^40 of them is 348
+      // years at 100 Hz. More is damage, and as a signed number it was shown
+      // as "samples -2".
+      const std::string w = path + ": offset " + std::to_string(rec.offset) + ": record count " +
+                            std::to_string(rec.count) + " is not a sample count; counted as " +
+                            std::to_string(kMaxRecordValue);
+      profile->warnings.push_back(w);
+    }
     stack.clear();
     for (size_t i = 0; i < rec.pcs.size(); ++i) {
       uint64_t pc = rec.pcs[i];
@@ -217,7 +229,7 @@ void ReadGperftoolsBuffer(const std::string& bytes, const std::string& path, Pro
     s.kind = SampleKind::kCpu;
     s.on_cpu = true;
     profile->samples.push_back(s);
-    p.samples += rec.count;
+    p.samples = AddCount(p.samples, s.count);
   }
 }
 

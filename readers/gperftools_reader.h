@@ -11,6 +11,7 @@
 
 #include <string>
 
+#include "readers/file_bytes.h"
 #include "readers/profile.h"
 
 namespace dlprof {
@@ -32,7 +33,7 @@ bool LooksLikeGperftoolsProfile(const std::string& bytes);
 // fault and adds one warning "path: offset N: what" to the process and to
 // profile->warnings. Throws std::runtime_error naming the path when the file
 // cannot be read or does not start with a gperftools CPU profile header.
-void ReadGperftools(const std::string& path, Profile* profile);
+void ReadGperftools(const std::string& path, Profile* profile, const FileLimits& limits = FileLimits());
 
 // The same for a file's bytes already in memory; `path` only names them in
 // warnings and in Process::file. (The fuzz targets call this.)

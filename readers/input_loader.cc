@@ -1,8 +1,8 @@
 #include "readers/input_loader.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
-#include <fstream>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -15,14 +15,22 @@
 
 namespace dlprof {
 
-InputKind DetectInput(const std::string& path) {
+InputKind DetectInput(const std::string& path, const FileLimits& limits, std::string* why) {
+  std::string error;
   struct stat st;
-  if (stat(path.c_str(), &st) != 0) return InputKind::kUnknown;
-  if (S_ISDIR(st.st_mode)) return InputKind::kRunFolder;
-  std::ifstream in(path, std::ios::binary);
+  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return InputKind::kRunFolder;
+  uint64_t size = 0;
+  const int fd = OpenRegularFile(path, limits, &size, &error);
+  if (fd < 0) {
+    if (why != nullptr) *why = error;
+    return InputKind::kUnreadable;
+  }
   std::string head(64, '\0');
-  in.read(head.data(), static_cast<std::streamsize>(head.size()));
-  head.resize(static_cast<size_t>(in.gcount()));
+  ssize_t n;
+  while ((n = read(fd, head.data(), head.size())) < 0 && errno == EINTR) {
+  }
+  close(fd);
+  head.resize(n > 0 ? static_cast<size_t>(n) : 0);
   if (head.compare(0, 8, std::string(DLPROF_FILE_MAGIC, 8)) == 0) return InputKind::kDlprof;
   if (LooksLikeGperftoolsProfile(head)) return InputKind::kGperftools;
   // gzip magic, or a protobuf whose first field is sample_type (1) or sample (2).
@@ -34,46 +42,79 @@ InputKind DetectInput(const std::string& path) {
   return InputKind::kUnknown;
 }
 
-void LoadInputs(const std::vector<std::string>& paths, Profile* profile) {
+namespace {
+
+// Reads one input into `profile`; throws std::runtime_error (one line) when
+// nothing of it can be read.
+void LoadInput(const std::string& path, InputKind kind, const std::string& why,
+               const FileLimits& limits, Profile* profile) {
+  std::string error;
+  switch (kind) {
+    case InputKind::kRunFolder: {
+      std::vector<std::string> files = ListRunFiles(path, &error);
+      if (files.empty()) throw std::runtime_error(error);
+      FileLimits in_folder = limits;
+      in_folder.follow_symlinks = false;  // the runtime writes no links there
+      ReadDlprofFiles(files, profile, &profile->warnings, in_folder);
+      break;
+    }
+    case InputKind::kDlprof:
+      if (!ReadDlprofFile(path, profile, &error, limits)) throw std::runtime_error(error);
+      break;
+    case InputKind::kGperftools: ReadGperftools(path, profile, limits); break;
+    case InputKind::kPprof: ReadPprof(path, profile, limits); break;
+    case InputKind::kUnreadable: {
+      struct stat st;
+      if (lstat(path.c_str(), &st) != 0) throw std::runtime_error(path + ": no such file or folder");
+      throw std::runtime_error(why);
+    }
+    case InputKind::kUnknown:
+      throw std::runtime_error(path + ": offset 0: not a dlprof run, .dlprof file, gperftools "
+                               "CPU profile or pprof profile");
+  }
+}
+
+}  // namespace
+
+void LoadInputs(const std::vector<std::string>& paths, Profile* profile, const FileLimits& limits) {
+  std::vector<InputKind> kinds;
+  std::vector<std::string> whys(paths.size());
   int runs = 0;
-  for (const std::string& path : paths) runs += DetectInput(path) == InputKind::kRunFolder;
+  for (size_t i = 0; i < paths.size(); ++i) {
+    kinds.push_back(DetectInput(paths[i], limits, &whys[i]));
+    runs += kinds.back() == InputKind::kRunFolder;
+  }
   std::map<std::string, int> host_uses;
-  for (const std::string& path : paths) {
+  std::vector<std::string> unread;
+  for (size_t i = 0; i < paths.size(); ++i) {
+    const std::string& path = paths[i];
     const size_t first_process = profile->processes.size();
-    std::string error;
-    switch (DetectInput(path)) {
-      case InputKind::kRunFolder: {
-        std::vector<std::string> files = ListRunFiles(path, &error);
-        if (files.empty()) throw std::runtime_error(error);
-        ReadDlprofFiles(files, profile, &profile->warnings);
-        break;
-      }
-      case InputKind::kDlprof:
-        if (!ReadDlprofFile(path, profile, &error)) throw std::runtime_error(error);
-        break;
-      case InputKind::kGperftools: ReadGperftools(path, profile); break;
-      case InputKind::kPprof: ReadPprof(path, profile); break;
-      case InputKind::kUnknown: {
-        struct stat st;
-        if (stat(path.c_str(), &st) != 0) throw std::runtime_error(path + ": no such file or folder");
-        throw std::runtime_error(path + ": offset 0: not a dlprof run, .dlprof file, gperftools "
-                                 "CPU profile or pprof profile");
-      }
+    try {
+      LoadInput(path, kinds[i], whys[i], limits, profile);
+    } catch (const std::runtime_error& e) {
+      unread.push_back(e.what());  // the other inputs are still reported
+      continue;
     }
     if (runs > 1) {
       // One run per host (or rank): label its processes so reports can split them.
       std::string host;
-      for (size_t i = first_process; i < profile->processes.size(); ++i) {
-        auto it = profile->processes[i].fields.find("host");
-        if (it != profile->processes[i].fields.end()) host = it->second;
+      for (size_t p = first_process; p < profile->processes.size(); ++p) {
+        auto it = profile->processes[p].fields.find("host");
+        if (it != profile->processes[p].fields.end()) host = it->second;
       }
       if (host.empty()) host = path;
       if (host_uses[host]++ > 0) host += "#" + std::to_string(host_uses[host]);
-      for (size_t i = first_process; i < profile->processes.size(); ++i) {
-        profile->processes[i].host = host;
+      for (size_t p = first_process; p < profile->processes.size(); ++p) {
+        profile->processes[p].host = host;
       }
     }
   }
+  if (!unread.empty() && unread.size() == paths.size()) {
+    std::string line = unread.front();
+    if (unread.size() > 1) line += " (and " + std::to_string(unread.size() - 1) + " more inputs unreadable)";
+    throw std::runtime_error(line);
+  }
+  for (const std::string& u : unread) profile->warnings.push_back(u);
 }
 
 }  // namespace dlprof

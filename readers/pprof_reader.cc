@@ -344,7 +344,14 @@ void DecodeProfile(const std::string& buf, RawProfile* raw, std::string* error) 
 }
 
 // Inflates gzip data; on a fault keeps what was inflated and says where.
+// A gzip stream is inflated to at most 100 times its size plus 64 MiB. Real
+// profiles compress 3 to 20 times; deflate itself allows ~1032 times, so
+// 100 KB of zeros made 2.2 GB of memory (and a report that died of it).
+constexpr uint64_t kMaxInflateRatio = 100;
+constexpr uint64_t kInflateSlack = uint64_t{64} << 20;
+
 std::string Gunzip(const std::string& in, std::string* error) {
+  const uint64_t cap = in.size() * kMaxInflateRatio + kInflateSlack;
   std::string out;
   z_stream z{};
   if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) {
@@ -359,7 +366,16 @@ std::string Gunzip(const std::string& in, std::string* error) {
     z.next_out = reinterpret_cast<Bytef*>(buf);
     z.avail_out = sizeof(buf);
     rc = inflate(&z, Z_NO_FLUSH);
-    out.append(buf, sizeof(buf) - z.avail_out);
+    const size_t got = sizeof(buf) - z.avail_out;
+    if (out.size() + got > cap) {
+      out.append(buf, cap - out.size());  // what was read is kept, and decoded
+      *error = "inflates to more than " + ByteSize(cap) + " (" + std::to_string(kMaxInflateRatio) +
+               " times its " + ByteSize(in.size()) + ", plus 64 MiB): not a real profile; the "
+               "first " + ByteSize(cap) + " are read";
+      inflateEnd(&z);
+      return out;
+    }
+    out.append(buf, got);
     if (rc == Z_STREAM_END) {
       // Concatenated gzip members are one stream (as gzip -d treats them).
       if (z.avail_in == 0) break;
@@ -412,14 +428,15 @@ bool SplitStageParts(const std::string& parts, Profile* profile, std::vector<uin
 
 }  // namespace
 
-void ReadPprof(const std::string& path, Profile* profile) {
+void ReadPprof(const std::string& path, Profile* profile, const FileLimits& limits) {
   std::string bytes, error;
-  if (!ReadWholeFile(path, &bytes, &error)) throw std::runtime_error(error);
+  if (!ReadWholeFile(path, &bytes, &error, limits)) throw std::runtime_error(error);
   ReadPprofBuffer(std::move(bytes), path, profile);
 }
 
 void ReadPprofBuffer(std::string bytes, const std::string& path, Profile* profile) {
   std::vector<std::string> warnings;
+  profile->input_bytes += bytes.size();  // as stored: compressed
   if (bytes.size() >= 2 && static_cast<uint8_t>(bytes[0]) == 0x1f &&
       static_cast<uint8_t>(bytes[1]) == 0x8b) {
     std::string error;
@@ -578,7 +595,10 @@ void ReadPprofBuffer(std::string bytes, const std::string& path, Profile* profil
       }
       s.stage_path = profile->InternStagePath(stage_path);
     }
-    if (s.kind == SampleKind::kCpu) profile->processes[s.process].samples += s.count;
+    if (s.kind == SampleKind::kCpu) {
+      uint64_t& total = profile->processes[s.process].samples;
+      total = AddCount(total, s.count);  // a negative count (a diff profile) adds none
+    }
     profile->samples.push_back(s);
   }
   profile->warnings.insert(profile->warnings.end(), warnings.begin(), warnings.end());

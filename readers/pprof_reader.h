@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "readers/file_bytes.h"
 #include "readers/profile.h"
 
 namespace dlprof {
@@ -26,7 +27,7 @@ namespace dlprof {
 // into the decompressed protobuf, plus the compressed offset for a gzip
 // fault) goes to profile->warnings and to each process read from the file.
 // Throws std::runtime_error naming the path only when it cannot be read.
-void ReadPprof(const std::string& path, Profile* profile);
+void ReadPprof(const std::string& path, Profile* profile, const FileLimits& limits = FileLimits());
 
 // The same for a file's bytes (gzipped or not) already in memory; `path` only
 // names them in warnings and in Process::file. (The fuzz targets call this.)

@@ -74,7 +74,7 @@ struct Location {
 
 enum class SampleKind : uint8_t {
   kCpu = 0,   // from the CPU timer signal: has a native stack
-  kWall = 1,  // from the wall-clock tick: stage and on/off CPU, no native stack
+  kWall = 1,  // from the wall-clock tick: stage; running, waiting for a core, blocked; no native stack
 };
 
 struct Sample {
@@ -89,6 +89,9 @@ struct Sample {
   int64_t cpu_ns = 0;       // CPU time it stands for; for a wall sample, the CPU the
                             // thread used in that tick, which CPU samples already count
   int64_t wall_ns = 0;      // wall time it stands for (wall samples)
+  int64_t wait_ns = 0;      // of wall_ns, runnable but waiting for a core (wall samples;
+                            // 0 in files before format version 2); wall_ns - cpu_ns -
+                            // wait_ns the thread was blocked
 };
 
 struct BufferSnapshot {
@@ -124,6 +127,10 @@ struct Profile {
   std::vector<BufferSeries> buffers;
   std::vector<Interval> intervals;
   std::vector<std::string> warnings;  // for the whole merge
+  // Bytes of every input file read (as stored: a gzip file's compressed
+  // size). The writers whose output an input can multiply keep within a
+  // multiple of it (kOutputBytesPerInputByte).
+  uint64_t input_bytes = 0;
 
   // Room for `more` samples, growing geometrically as push_back does (reading
   // file after file must not copy every sample once per file). A large array
@@ -154,6 +161,17 @@ struct Profile {
 constexpr int64_t kMaxTimeNs = int64_t{1} << 60;    // CLOCK_MONOTONIC: 36 years of uptime
 constexpr int64_t kMaxRecordValue = int64_t{1} << 40;  // one record's count or ns: 18 minutes
 
+// What an output may take at most: this many bytes per input byte, plus
+// kOutputSlackBytes (docs/ARCHITECTURE.md, "Bounds on what an input
+// multiplies"). Real reports are far inside it; stacks.folded, the output
+// whose lines repeat stage names and frames per (stage path, stack) pair,
+// leaves its least-sampled lines out past it and says so.
+constexpr uint64_t kOutputBytesPerInputByte = 50;
+constexpr uint64_t kOutputSlackBytes = uint64_t{64} << 20;
+inline uint64_t OutputBudget(uint64_t input_bytes) {
+  return input_bytes * kOutputBytesPerInputByte + kOutputSlackBytes;
+}
+
 // `t` clamped to [0, kMaxTimeNs] (monotonic times), `v` to
 // [-kMaxRecordValue, kMaxRecordValue] (counts and durations of one record).
 inline int64_t ClampTime(int64_t t) { return t < 0 ? 0 : t > kMaxTimeNs ? kMaxTimeNs : t; }
@@ -162,6 +180,14 @@ inline int64_t ClampValue(int64_t v) {
 }
 inline int64_t ClampUnsigned(uint64_t v) {
   return v > static_cast<uint64_t>(kMaxRecordValue) ? kMaxRecordValue : static_cast<int64_t>(v);
+}
+// A process's sample total plus one record's count: a negative count (a diff
+// profile, or damage) adds nothing, and the total saturates at INT64_MAX (the
+// analysis shows it signed).
+inline uint64_t AddCount(uint64_t total, int64_t count) {
+  constexpr uint64_t kMax = static_cast<uint64_t>(INT64_MAX);
+  if (count <= 0) return total;
+  return total > kMax - static_cast<uint64_t>(count) ? kMax : total + static_cast<uint64_t>(count);
 }
 // a × b, clamped as ClampValue (saturating instead of overflowing).
 inline int64_t ClampedProduct(int64_t a, int64_t b) {

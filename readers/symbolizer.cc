@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -42,6 +43,8 @@ std::string Basename(const std::string& path) {
 // What the symbolizer needs from the module's own ELF headers.
 struct ElfInfo {
   bool ok = false;
+  dev_t dev = 0;  // the file's identity: spellings of one path share it
+  ino_t ino = 0;
   std::string build_id;
   std::vector<GElf_Phdr> loads;  // PT_LOAD segments
 };
@@ -58,6 +61,8 @@ ElfInfo ReadElfInfo(const std::string& path) {
     close(fd);
     return info;
   }
+  info.dev = st.st_dev;
+  info.ino = st.st_ino;
   Elf* elf = elf_begin(fd, ELF_C_READ_MMAP, nullptr);
   if (elf != nullptr && elf_kind(elf) == ELF_K_ELF) {
     info.ok = true;
@@ -238,6 +243,65 @@ std::string LineFile(Dwfl_Line* line, int* lineno) {
   return file != nullptr ? file : "";
 }
 
+// The search path of the Symbolizer that is looking addresses up (libdwfl
+// calls find_debuginfo lazily, from inside a lookup, without it).
+thread_local const std::string* t_debuginfo_path = nullptr;
+
+bool ExistsAndIsNotRegular(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
+}
+
+// dwfl_standard_find_debuginfo, unless a file it would open is there and is
+// not a regular file: it opens each candidate with a blocking open(), and a
+// FIFO planted beside a module the profile names (its .gnu_debuglink, or
+// "<basename>.debug" without one, in its folder or .debug/) would hang the
+// report. Such a module is read without a separate debug file (its own
+// symbols still name functions).
+int FindRegularDebuginfo(Dwfl_Module* mod, void** userdata, const char* modname, GElf_Addr base,
+                         const char* file_name, const char* debuglink_file, GElf_Word debuglink_crc,
+                         char** debuginfo_file_name) {
+  std::vector<std::string> candidates;
+  const std::string path = t_debuginfo_path != nullptr ? *t_debuginfo_path : "";
+  std::string module_dir, link = debuglink_file != nullptr ? debuglink_file : "";
+  if (file_name != nullptr) {
+    const std::string f = file_name;
+    const size_t slash = f.rfind('/');
+    module_dir = slash == std::string::npos ? "." : f.substr(0, slash);
+    // Without a .gnu_debuglink libdwfl tries "<basename>.debug".
+    if (link.empty()) link = (slash == std::string::npos ? f : f.substr(slash + 1)) + ".debug";
+  }
+  const unsigned char* id = nullptr;
+  GElf_Addr id_vaddr = 0;
+  const int id_len = dwfl_module_build_id(mod, &id, &id_vaddr);
+  const std::string build_id = id_len > 1 ? Hex(id, static_cast<size_t>(id_len)) : "";
+  if (!link.empty() && link[0] == '/') candidates.push_back(link);
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find(':', start);
+    if (end == std::string::npos) end = path.size();
+    std::string dir = path.substr(start, end - start);
+    start = end + 1;
+    if (!dir.empty() && (dir[0] == '+' || dir[0] == '-')) dir.erase(0, 1);
+    if (!dir.empty() && dir[0] == '/' && !build_id.empty()) {
+      candidates.push_back(dir + "/.build-id/" + build_id.substr(0, 2) + "/" + build_id.substr(2) +
+                           ".debug");
+    }
+    if (link.empty() || link[0] == '/' || module_dir.empty()) continue;
+    if (dir.empty()) candidates.push_back(module_dir + "/" + link);
+    else if (dir[0] != '/') candidates.push_back(module_dir + "/" + dir + "/" + link);
+    else candidates.push_back(dir + "/" + module_dir + "/" + link);
+  }
+  for (const std::string& c : candidates) {
+    if (ExistsAndIsNotRegular(c)) {
+      errno = ENOENT;
+      return -1;
+    }
+  }
+  return dwfl_standard_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file,
+                                      debuglink_crc, debuginfo_file_name);
+}
+
 }  // namespace
 
 std::string ReadElfBuildId(const std::string& path) { return ReadElfInfo(path).build_id; }
@@ -279,11 +343,14 @@ Symbolizer::~Symbolizer() = default;
 Symbolizer::Module* Symbolizer::GetModule(const std::string& path, const std::string& build_id) {
   std::string key = path + '\0' + build_id;
   auto it = modules_.find(key);
-  if (it != modules_.end()) return it->second.get();
-  auto module = std::make_unique<Module>();
-  Module* m = module.get();
-  modules_.emplace(key, std::move(module));
-  m->basename = Basename(path);
+  if (it != modules_.end()) return it->second;
+  // Another spelling of a module already open ("/usr/lib/../lib/libc.so.6"):
+  // the same build-id, else the same file (device, inode). Each open module
+  // holds its DWARF, tens of MB for libc: 100 spellings took 1.6 GB.
+  if (!build_id.empty()) {
+    auto same = by_build_id_.find(build_id);
+    if (same != by_build_id_.end()) return modules_[key] = same->second;
+  }
 
   // /proc/pid/maps marks files replaced after mapping; the build-id check
   // below tells whether the file now at that path is still the same one.
@@ -295,6 +362,18 @@ Symbolizer::Module* Symbolizer::GetModule(const std::string& path, const std::st
   }
   ElfInfo info;
   if (!file.empty() && file[0] != '[') info = ReadElfInfo(file);
+  const std::string file_key = info.ok ? std::to_string(info.dev) + ':' + std::to_string(info.ino) +
+                                             '\0' + build_id
+                                       : std::string();
+  if (!file_key.empty()) {
+    auto same = by_file_.find(file_key);
+    if (same != by_file_.end()) return modules_[key] = same->second;
+  }
+  owned_.push_back(std::make_unique<Module>());
+  Module* m = owned_.back().get();
+  modules_[key] = m;
+  if (!file_key.empty()) by_file_[file_key] = m;
+  m->basename = Basename(path);
   bool trusted = info.ok;
   if (info.ok && !build_id.empty() && !info.build_id.empty() && info.build_id != build_id) {
     warnings_.push_back(path + ": build-id on disk " + info.build_id + " differs from recorded " +
@@ -332,7 +411,7 @@ Symbolizer::Module* Symbolizer::GetModule(const std::string& path, const std::st
   }
   m->loads = std::move(info.loads);
   m->callbacks.find_elf = dwfl_build_id_find_elf;
-  m->callbacks.find_debuginfo = dwfl_standard_find_debuginfo;
+  m->callbacks.find_debuginfo = FindRegularDebuginfo;
   m->callbacks.section_address = dwfl_offline_section_address;
   m->callbacks.debuginfo_path = &debuginfo_path_c_;
   m->dwfl = dwfl_begin(&m->callbacks);
@@ -348,6 +427,7 @@ Symbolizer::Module* Symbolizer::GetModule(const std::string& path, const std::st
   }
   Dwarf_Addr bias = 0;
   if (dwfl_module_getelf(m->mod, &bias) != nullptr) m->bias = bias;
+  if (!build_id.empty()) by_build_id_.emplace(build_id, m);
   return m;
 }
 
@@ -440,6 +520,7 @@ void Symbolizer::Symbolize(std::vector<Location>* locs, const std::vector<bool>&
     }
   };
   std::unordered_map<std::pair<const Module*, uint64_t>, size_t, KeyHash> done;
+  t_debuginfo_path = &debuginfo_path_;
   Module* m = nullptr;
   const Location* m_of = nullptr;  // a location of module m
   for (size_t i = 0; i < locs->size(); ++i) {

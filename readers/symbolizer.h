@@ -17,9 +17,10 @@ namespace dlprof {
 // file is missing, not ELF, or has no build-id note.
 std::string ReadElfBuildId(const std::string& path);
 
-// Resolves locations to frames. Each module (path + build-id) is opened once
-// and kept open, so a profile with millions of samples costs one DWARF load
-// per module and one lookup per distinct location.
+// Resolves locations to frames. Each module is opened once and kept open,
+// however many spellings of its path the profile has (the same build-id, or
+// else the same device and inode), so a profile with millions of samples
+// costs one DWARF load per module and one lookup per distinct location.
 //
 // Debug info is found as gdb and eu-addr2line find it: in the module itself,
 // by build-id under `<dir>/.build-id/xx/yyyy.debug` for every absolute dir of
@@ -70,7 +71,11 @@ class Symbolizer {
 
   std::string debuginfo_path_;
   char* debuginfo_path_c_;  // into debuginfo_path_: libdwfl keeps a char**
-  std::unordered_map<std::string, std::unique_ptr<Module>> modules_;
+  std::vector<std::unique_ptr<Module>> owned_;
+  // By spelling (path + '\0' + build-id), by recorded build-id (modules
+  // symbolized with it), by file ("dev:inode" + '\0' + build-id): spellings
+  // of one file share one module.
+  std::unordered_map<std::string, Module*> modules_, by_build_id_, by_file_;
   std::vector<std::string> warnings_;
 };
 

@@ -1,5 +1,7 @@
 #include "reports/analysis.h"
 
+#include "reports/analysis_contention.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -204,6 +206,11 @@ void AnalyzeSteps(const Profile& profile, Analysis* a, uint32_t* train_process, 
                           ": no unprofiled step is left after the warm-up to measure the profiler's "
                           "distortion with");
   }
+  if (!sampled.empty()) {
+    s.begin_ns = sampled.front()->begin_ns;
+    s.end_ns = sampled.back()->end_ns;
+  }
+  s.tid = *train_tid;
   s.warmup_dropped = warmup;
   s.baseline_count = static_cast<int>(baseline.size());
   double total_step = 0, total_wait = 0;
@@ -248,6 +255,7 @@ void AnalyzeStages(const Profile& profile, const std::vector<RoleDecision>& role
     double cpu_from_samples = 0, total_cpu_from_samples = 0;
     double self_wall = 0, self_cpu_wall = 0, total_wall = 0, total_cpu_wall = 0;
     double blocked_wall = 0;  // wall ticks that found the thread blocked in a syscall
+    double wait_wall = 0;     // runnable, waiting for a core
     double model_wall = 0, data_wall = 0, model_samples = 0, data_samples = 0;
     std::map<std::string, double> blocked;  // syscall -> off-CPU ns
     std::set<int> pids;
@@ -295,7 +303,10 @@ void AnalyzeStages(const Profile& profile, const std::vector<RoleDecision>& role
       self.wall_by_role[roles[s.process].role] += s.wall_ns / 1e9;
       self.wall_by_pid[proc.pid] += s.wall_ns / 1e9;
       (model ? self.model_wall : self.data_wall) += s.wall_ns / 1e9;
-      if (!s.on_cpu) self.blocked_wall += s.wall_ns / 1e9;  // blocked at the tick
+      // Three states: running, waiting for a core (wait_ns), blocked (a
+      // record whose ticks found the thread in a call, less its waits).
+      self.wait_wall += s.wait_ns / 1e9;
+      if (!s.on_cpu) self.blocked_wall += (s.wall_ns - s.wait_ns) / 1e9;
       if (!s.on_cpu && s.stack < profile.stacks.size() && !profile.stacks[s.stack].empty()) {
         const Location& loc = profile.locations[profile.stacks[s.stack][0]];
         if (!loc.frames.empty()) {
@@ -327,8 +338,10 @@ void AnalyzeStages(const Profile& profile, const std::vector<RoleDecision>& role
       st.total_wall_s = x.total_wall;
       st.total_cpu_s = cpu_samples ? x.total_cpu_from_samples : x.total_cpu_wall;
       // Off-CPU means blocked (I/O, sleep, lock). A runnable thread that waits
-      // for a core on a busy machine is CPU-bound, not off-CPU.
+      // for a core on a busy machine is CPU-bound but starved, not off-CPU:
+      // its own share.
       st.offcpu_fraction = x.self_wall > 0 ? std::max(0.0, x.blocked_wall / x.self_wall) : 0;
+      st.cpu_wait_fraction = x.self_wall > 0 ? std::max(0.0, x.wait_wall / x.self_wall) : 0;
       st.data_stage = x.data_wall >= x.model_wall;
     } else {  // CPU samples only (gperftools or pprof input): no wall clock
       st.self_cpu_s = x.cpu_from_samples;
@@ -560,19 +573,6 @@ WorkerCount CountWorkers(const Profile& profile, const Analysis& a) {
   return c;
 }
 
-// Cores available to the profiled program: the most any of its processes
-// recorded ("cpus", from the runtime); else this machine's, *recorded false.
-long ProfiledCores(const Profile& profile, bool* recorded) {
-  long cores = 0;
-  for (const Process& p : profile.processes) {
-    if (auto it = p.fields.find("cpus"); it != p.fields.end()) {
-      cores = std::max(cores, std::atol(it->second.c_str()));
-    }
-  }
-  *recorded = cores > 0;
-  return cores > 0 ? cores : sysconf(_SC_NPROCESSORS_ONLN);
-}
-
 void DecideVerdict(const Profile& profile, bool has_steps, Analysis* a) {
   Verdict& v = a->verdict;
   const StepStats& steps = a->steps;
@@ -635,7 +635,13 @@ void DecideVerdict(const Profile& profile, bool has_steps, Analysis* a) {
     return;
   }
   v.bottleneck_stage = best->name;
-  v.bottleneck_kind = best->offcpu_fraction >= 0.5 ? "io" : "cpu";
+  // I/O when blocked at least half of the time it was not waiting for a
+  // core: a wait for a core is neither I/O nor the stage's own compute (on a
+  // crowded machine an I/O stage's readers wait for cores between reads).
+  v.bottleneck_kind =
+      best->offcpu_fraction >= 0.5 * std::max(0.0, 1 - best->cpu_wait_fraction) && best->offcpu_fraction > 0
+          ? "io"
+          : "cpu";
   v.bottleneck_role = best->main_role.empty() ? "main" : best->main_role;
   // The pipeline's workers, each counted once however often it was re-forked.
   const int workers = std::max(1, a->workers.concurrent);
@@ -655,41 +661,32 @@ void DecideVerdict(const Profile& profile, bool has_steps, Analysis* a) {
                               ? "."
                               : ", mostly blocked in " + best->top_blocking_call + "() (" +
                                     Pct(best->top_blocking_fraction) + ")."));
-    v.advice.push_back("'" + best->name + "' waits on I/O: overlap more requests (more workers "
-                       "or threads for this stage), raise the prefetch depth, or move the data "
-                       "to faster storage; more CPU will not help.");
+    v.advice.push_back("'" + best->name + "' waits on I/O: overlap more requests (" +
+                       (a->contention.saturated
+                            ? std::string("threads or asynchronous reads for this stage: the cores "
+                                          "are saturated, more workers would wait for them")
+                            : std::string("more workers or threads for this stage")) +
+                       "), raise the prefetch depth, or move the data to faster storage; more CPU "
+                       "will not help.");
   } else {
     v.evidence.push_back("Stage '" + best->name + "' has the largest self time of the data "
                          "stages (" + Fmt("%.2f s", best->self_wall_s > 0 ? best->self_wall_s : best->self_cpu_s) +
-                         " " + where + ") and is on-CPU " + Pct(1 - best->offcpu_fraction) +
-                         " of it.");
-    // The cores of the machine that ran the program (recorded by the runtime),
-    // not of the one writing the report; this one only for files without it.
-    bool recorded = false;
-    const long cores = ProfiledCores(profile, &recorded);
-    const std::string cores_where = recorded ? " cores on the profiled machine" : " cores here";
+                         " " + where + ") and is on-CPU " +
+                         Pct(std::max(0.0, 1 - best->offcpu_fraction - best->cpu_wait_fraction)) +
+                         " of it" +
+                         (best->cpu_wait_fraction >= 0.005
+                              ? ", waiting for a core " + Pct(best->cpu_wait_fraction) + "."
+                              : std::string(".")));
     if (v.bottleneck_role == "worker") {
-      std::string rates;
+      double delivered = 0, wanted = 0;
       if (steps.count > 0 && steps.mean_s > 0 && steps.data_wait_fraction < 0.95) {
         // The pipeline delivers one batch per step; without the wait the loop
         // would take one per (1 - wait) of a step. Workers scale that rate
-        // while cores last.
-        const double delivered = 1 / steps.mean_s;
-        const double wanted = delivered / (1 - steps.data_wait_fraction);
-        const int needed = static_cast<int>(std::ceil(workers * wanted / delivered));
-        rates = Fmt("%.0f workers deliver %.1f batches/s, the loop could take %.1f/s: about ",
-                    workers, delivered, wanted) +
-                std::to_string(needed) + " workers" +
-                (needed > cores ? " (more than the " + std::to_string(cores) + cores_where + ")" : "") +
-                Fmt(", or a %.1fx faster '", wanted / delivered) + best->name +
-                "', would remove the wait.";
+        // while free cores last (WorkerCpuAdvice).
+        delivered = 1 / steps.mean_s;
+        wanted = delivered / (1 - steps.data_wait_fraction);
       }
-      v.advice.push_back("'" + best->name + "' is compute-bound in the workers (" +
-                         std::to_string(workers) + " workers on " + std::to_string(cores) +
-                         cores_where + "). " +
-                         (rates.empty() ? "Add workers if cores are free, or make '" + best->name +
-                                              "' cheaper."
-                                        : rates));
+      v.advice.push_back(WorkerCpuAdvice(a->contention, best->name, workers, delivered, wanted));
     } else {
       v.advice.push_back("'" + best->name + "' runs in the training process and blocks it: move "
                          "it to worker processes, or make it cheaper.");
@@ -757,7 +754,10 @@ Analysis Analyze(const Profile& profile) {
   AnalyzeBuffers(profile, roles, &a);
   AnalyzeProcesses(profile, roles, &a);
   a.workers = CountWorkers(profile, a);
+  a.contention = MeasureContention(profile, a);
+  a.verdict.cpu_saturated = a.contention.saturated;
   DecideVerdict(profile, has_steps, &a);
+  ExplainContention(a, &a.verdict);
   a.cost.distortion = a.steps.distortion;
   a.cost.distortion_measured = a.steps.baseline_count > 0;
   for (const std::string& w : profile.warnings) a.warnings.push_back(w);

@@ -25,6 +25,8 @@ struct StepStats {
   double distortion = 0;
   uint32_t process = 0;           // the training loop's process
   std::vector<double> step_s, wait_s;  // per analysed step, in order
+  int64_t begin_ns = 0, end_ns = 0;    // the analysed steps' span (0, 0 without steps)
+  uint32_t tid = 0;                    // the training loop's thread
 };
 
 struct StageStats {
@@ -35,6 +37,7 @@ struct StageStats {
   double total_wall_s = 0;    // wall time with this stage anywhere on the stage stack
   double total_cpu_s = 0;
   double offcpu_fraction = 0; // share of self wall time blocked in a syscall
+  double cpu_wait_fraction = 0;  // share of self wall time runnable, waiting for a core
   std::string top_blocking_call;  // the syscall it most often blocked in ("read")
   double top_blocking_fraction = 0;  // share of its off-CPU time in that call
   bool data_stage = true;     // false for the training loop's own work (the model)
@@ -89,8 +92,30 @@ struct WorkerCount {
   int processes = 0;   // worker processes over the whole run
 };
 
+// CPU contention (reports/analysis_contention.cc): whether the program's
+// runnable threads (running or waiting for a core, from the wall records'
+// cpu_ns + wait_ns) exceeded the cores it may run on, per host.
+struct CpuContention {
+  bool measured = false;          // some process recorded its run delay (run_delay: schedstat)
+  int cores = 0;                  // the most cores a process of the program could use
+  bool cores_recorded = false;    // from the profile (cpus), not this machine
+  double span_s = 0;              // the time judged: the analysed steps, else the profile
+  double saturated_fraction = 0;  // share of span_s with runnable threads > cores (+ margin)
+  double runnable_threads = 0;    // mean runnable threads over the saturated time (else all)
+  int busy_threads = 0;           // threads runnable at least half of span_s
+  double wait_fraction = 0;       // the program's waits for a core / its runnable time
+  double step_cpu_wait_fraction = 0;  // the loop thread's waits for a core / step time
+  double main_cores = 0;          // cores the training process used (running + waiting), mean
+  int free_cores = 0;             // cores the training process leaves to workers (at least 1)
+  bool saturated = false;         // saturated_fraction >= kSaturatedShare
+};
+
 struct Verdict {
   bool input_bound = false;
+  // The program's runnable threads exceeded its cores for a significant
+  // share of the run (CpuContention): compute starved of cores, where more
+  // workers make it worse.
+  bool cpu_saturated = false;
   double data_wait_fraction = 0;
   std::string severity = "none";  // high / moderate / none
   std::string bottleneck_stage;   // "" when not input-bound or unknown
@@ -120,6 +145,7 @@ struct Analysis {
   std::vector<BufferStats> buffers;
   std::vector<ProcessStats> processes;  // indexed like Profile::processes
   WorkerCount workers;
+  CpuContention contention;
   ProfilerCost cost;
   int64_t start_ns = 0, end_ns = 0;  // the span the profile covers
   std::vector<std::string> warnings;
@@ -129,6 +155,13 @@ struct Analysis {
 // (TensorFlow Profiler's input-pipeline analyzer uses the same).
 constexpr double kHighWaitFraction = 0.20;
 constexpr double kModerateWaitFraction = 0.05;
+
+// CPU saturation: a moment is saturated when the program's runnable threads
+// exceed its cores by more than kSaturationMargin threads (or 10% of the
+// cores, whichever is more), and the run when that holds for at least
+// kSaturatedShare of the time judged.
+constexpr double kSaturationMargin = 0.5;
+constexpr double kSaturatedShare = 0.25;
 
 Analysis Analyze(const Profile& profile);
 

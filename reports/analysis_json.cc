@@ -19,12 +19,26 @@ json AnalysisJson(const Analysis& a) {
                   {"bottleneck_kind", v.bottleneck_kind},
                   {"bottleneck_role", v.bottleneck_role},
                   {"basis", v.basis},
+                  {"cpu_saturated", v.cpu_saturated},
                   {"advice", v.advice},
                   {"evidence", v.evidence}};
   if (v.slowest_worker >= 0) {
     j["verdict"]["worker_imbalance"] = Round(v.worker_imbalance);
     j["verdict"]["slowest_worker"] = v.slowest_worker;
   }
+  // What cpu_saturated rests on (reports/analysis_contention.cc).
+  const CpuContention& c = a.contention;
+  j["verdict"]["contention"] = {{"measured", c.measured},
+                                {"cores", c.cores},
+                                {"cores_recorded", c.cores_recorded},
+                                {"span_s", Round(c.span_s)},
+                                {"saturated_fraction", Round(c.saturated_fraction)},
+                                {"runnable_threads", Round(c.runnable_threads)},
+                                {"busy_threads", c.busy_threads},
+                                {"cpu_wait_fraction", Round(c.wait_fraction)},
+                                {"step_cpu_wait_fraction", Round(c.step_cpu_wait_fraction)},
+                                {"main_cores", Round(c.main_cores)},
+                                {"free_cores", c.free_cores}};
   j["stages"] = json::array();
   for (const StageStats& s : a.stages) {
     j["stages"].push_back({{"name", s.name},
@@ -32,6 +46,7 @@ json AnalysisJson(const Analysis& a) {
                            {"self_cpu_s", Round(s.self_cpu_s)},
                            {"self_wall_s", Round(s.self_wall_s)},
                            {"offcpu_fraction", Round(s.offcpu_fraction)},
+                           {"cpu_wait_fraction", Round(s.cpu_wait_fraction)},
                            {"total_wall_s", Round(s.total_wall_s)},
                            {"total_cpu_s", Round(s.total_cpu_s)},
                            {"top_blocking_call", s.top_blocking_call},

@@ -60,7 +60,9 @@ class DenseIndex {
   static uint32_t slot_to_index(uint32_t slot) { return slot - 1; }  // 0 is a free slot
 
   void Grow() {
-    slots_.assign(slots_.empty() ? 1024 : 2 * slots_.size(), 0);
+    // Small at first: the pprof writer keeps one index per thread, and
+    // 1,024 slots (4 KiB) each made 40k one-sample threads cost 160 MiB.
+    slots_.assign(slots_.empty() ? 16 : 2 * slots_.size(), 0);
     const size_t mask = slots_.size() - 1;
     for (size_t k = 0; k < keys_.size(); ++k) {
       size_t i = Hash()(keys_[k]) & mask;

@@ -1,6 +1,8 @@
 // stacks.folded: the collapsed-stack format of flamegraph.pl and speedscope,
 // "root;...;leaf count" per line, with the stage path as the root frames.
 #include <algorithm>
+#include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -49,9 +51,8 @@ std::string FoldedFrame(const Frame& f) {
 class FoldedWriter : public ReportWriter {
  public:
   // A location's frames, outermost (the real function) first, each followed
-  // by ';'. Built once per location.
+  // by ';'. Built once per location, and only for the lines written.
   const std::string& Fragment(const Profile& p, uint32_t id) const {
-    if (fragments_.size() != p.locations.size()) fragments_.assign(p.locations.size(), "");
     std::string& out = fragments_[id];
     if (!out.empty()) return out;
     const Location& loc = p.locations[id];
@@ -59,9 +60,23 @@ class FoldedWriter : public ReportWriter {
     for (auto f = loc.frames.rbegin(); f != loc.frames.rend(); ++f) out += FoldedFrame(*f) + ";";
     return out;
   }
+  // Its size, without keeping it: a location on a line that is left out
+  // costs no memory.
+  uint64_t FragmentSize(const Profile& p, uint32_t id) const {
+    uint32_t& size = fragment_sizes_[id];
+    if (size != 0) return size - 1;
+    const Location& loc = p.locations[id];
+    uint64_t n = 0;
+    if (loc.frames.empty()) n = CleanFrame(UnsymbolizedName(loc)).size() + 1;
+    for (const Frame& f : loc.frames) n += FoldedFrame(f).size() + 1;
+    size = static_cast<uint32_t>(std::min<uint64_t>(n, UINT32_MAX - 1) + 1);
+    return n;
+  }
 
   std::string file_name() const override { return "stacks.folded"; }
+  std::vector<std::string> warnings() const override { return warnings_; }
   std::string Render(const Profile& p, const Analysis&) const override {
+    warnings_.clear();
     // Sum per (stage path, stack) first: far fewer pairs than samples.
     DenseIndex<uint64_t, U64Hash> pairs;
     std::vector<int64_t> counts;
@@ -72,26 +87,63 @@ class FoldedWriter : public ReportWriter {
       if (added) counts.push_back(0);
       counts[i] += s.count;
     }
+    // Each line repeats its stage path's names and its stack's frames, so a
+    // small input can ask for a huge file (a long name 16 deep on thousands
+    // of stacks). Past the budget the lines with the fewest samples are
+    // left out, their samples summed on one line that says so.
+    std::vector<std::string> stage_names(p.stages.size());
+    for (size_t i = 0; i < p.stages.size(); ++i) stage_names[i] = "[stage " + CleanFrame(p.stages[i]) + "];";
+    fragments_.assign(p.locations.size(), "");
+    fragment_sizes_.assign(p.locations.size(), 0);
+    const uint64_t budget = FoldedBudget(p.input_bytes);
+    std::vector<uint64_t> sizes(pairs.size());
+    uint64_t total = 0;
+    for (size_t i = 0; i < pairs.size(); ++i) {
+      uint64_t n = 22;  // " count\n"
+      for (uint32_t st : p.stage_paths[static_cast<uint32_t>(pairs.keys()[i] >> 32)]) {
+        n += stage_names[st].size();
+      }
+      for (uint32_t loc : p.stacks[static_cast<uint32_t>(pairs.keys()[i])]) n += FragmentSize(p, loc);
+      sizes[i] = n;
+      total += n;
+    }
+    std::vector<uint32_t> kept(pairs.size());
+    for (size_t i = 0; i < kept.size(); ++i) kept[i] = static_cast<uint32_t>(i);
+    int64_t left_out_samples = 0;
+    if (total > budget) {
+      std::stable_sort(kept.begin(), kept.end(),
+                       [&](uint32_t a, uint32_t b) { return counts[a] > counts[b]; });
+      uint64_t used = 0;
+      size_t n = 0;
+      while (n < kept.size() && used + sizes[kept[n]] <= budget) used += sizes[kept[n++]];
+      for (size_t i = n; i < kept.size(); ++i) left_out_samples += counts[kept[i]];
+      warnings_.push_back("stacks.folded: " + std::to_string(kept.size() - n) + " of " +
+                          std::to_string(kept.size()) + " (stage path, stack) lines left out, their " +
+                          std::to_string(left_out_samples) + " samples on one \"" + kLeftOut +
+                          "\" line: all of them would take " + ByteCount(total) + ", past " +
+                          ByteCount(budget) + " (" + std::to_string(kOutputBytesPerInputByte / 2) +
+                          " times the input's bytes plus " + ByteCount(kOutputSlackBytes / 2) + ")");
+      kept.resize(n);
+    }
     // One line per pair, then sorted; pairs that fold to the same text (two
     // addresses in one function) become one line with their counts summed.
     std::vector<std::pair<std::string, int64_t>> lines;
-    lines.reserve(pairs.size());
-    for (size_t i = 0; i < pairs.size(); ++i) {
+    lines.reserve(kept.size() + 1);
+    for (uint32_t i : kept) {
       const uint32_t stage_path = static_cast<uint32_t>(pairs.keys()[i] >> 32);
       const uint32_t stack_id = static_cast<uint32_t>(pairs.keys()[i]);
       std::string line;
-      for (uint32_t st : p.stage_paths[stage_path]) {
-        line += "[stage ";
-        line += CleanFrame(p.stages[st]);
-        line += "];";
-      }
+      line.reserve(sizes[i]);
+      for (uint32_t st : p.stage_paths[stage_path]) line += stage_names[st];
       const auto& stack = p.stacks[stack_id];
       for (auto it = stack.rbegin(); it != stack.rend(); ++it) line += Fragment(p, *it);  // root first
       if (line.empty()) line = "[unknown];";
       line.pop_back();
       lines.emplace_back(std::move(line), counts[i]);
     }
+    if (left_out_samples > 0) lines.emplace_back(kLeftOut, left_out_samples);
     fragments_.clear();
+    fragment_sizes_.clear();
     std::sort(lines.begin(), lines.end());
     std::string out;
     size_t bytes = 0;
@@ -111,7 +163,18 @@ class FoldedWriter : public ReportWriter {
   }
 
  private:
+  static constexpr const char* kLeftOut = "[stacks left out: past stacks.folded's budget]";
+
+  // Half the budget of all outputs (readers/profile.h): the rest is for the
+  // other files.
+  static uint64_t FoldedBudget(uint64_t input_bytes) { return OutputBudget(input_bytes) / 2; }
+  static std::string ByteCount(uint64_t n) {
+    return n >= (uint64_t{1} << 20) ? std::to_string(n >> 20) + " MiB" : std::to_string(n) + " bytes";
+  }
+
   mutable std::vector<std::string> fragments_;
+  mutable std::vector<uint32_t> fragment_sizes_;  // 1 + size, 0: not measured yet
+  mutable std::vector<std::string> warnings_;
 };
 
 }  // namespace

@@ -213,8 +213,8 @@ json FlameJson(const Profile& p) {
   FrameNames cpu_names(p, &cpu), wall_names(p, &wall);
   // Millions of samples share a few thousand (stage path, stack) pairs: walk
   // each pair's frames once and remember its leaf node.
-  DenseIndex<uint64_t, U64Hash> cpu_pairs, wall_pairs;
-  std::vector<uint32_t> cpu_leaf, wall_leaf;  // by pair
+  DenseIndex<uint64_t, U64Hash> cpu_pairs, wall_pairs, wait_pairs;  // wait: by stage path
+  std::vector<uint32_t> cpu_leaf, wall_leaf, wait_leaf;  // by pair
   auto key = [](const Sample& s, bool on_cpu) {
     return (static_cast<uint64_t>(s.stage_path) << 33) | (static_cast<uint64_t>(s.stack) << 1) |
            (on_cpu ? 1 : 0);
@@ -245,7 +245,20 @@ json FlameJson(const Profile& p) {
         }
         wall_leaf.push_back(node);
       }
-      wall.AddSelf(wall_leaf[pair], s.process, std::max<int64_t>(1, s.wall_ns / 1000));
+      // Three states: a record's wait for a core is its own frame under the
+      // stage path, the rest goes to the state its ticks saw.
+      const int64_t wait_us = s.wait_ns / 1000;
+      wall.AddSelf(wall_leaf[pair], s.process, std::max<int64_t>(1, (s.wall_ns - s.wait_ns) / 1000));
+      if (wait_us > 0) {
+        const uint32_t wpair = wait_pairs.Intern(s.stage_path, &added);
+        if (added) {
+          Sample path_only = s;
+          path_only.stack = 0;
+          wait_leaf.push_back(
+              wall.Child(AddPath(p, path_only, &wall, &wall_names), "[waiting for a core]", kPseudo));
+        }
+        wall.AddSelf(wait_leaf[wpair], s.process, wait_us);
+      }
     }
   }
   json views = json::array();
@@ -259,7 +272,7 @@ json FlameJson(const Profile& p) {
   if (!wall.empty()) {
     json v = wall.ToJson(kMaxFlameNodes);
     v["id"] = "wall";
-    v["title"] = "Wall time (on and off CPU)";
+    v["title"] = "Wall time (all states)";  // running, waiting for a core, blocked: its frames say
     v["unit"] = "us";
     views.push_back(std::move(v));
   }

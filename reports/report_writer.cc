@@ -2,17 +2,17 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <stdexcept>
 
+#include "reports/output_file.h"
 #include "reports/pprof_writer.h"
 
 namespace dlprof {
 
 void WriteFileOrThrow(const std::string& path, const std::string& content) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (out) out.write(content.data(), static_cast<std::streamsize>(content.size()));
-  if (!out) throw std::runtime_error(path + ": cannot write: " + strerror(errno));
+  OutputFile out(path);
+  out.Write(content);
+  out.Commit();
 }
 
 void ReportWriter::Write(const Profile& profile, const Analysis& analysis,

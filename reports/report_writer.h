@@ -20,6 +20,9 @@ class ReportWriter {
   virtual std::string Render(const Profile& profile, const Analysis& analysis) const = 0;
   // Writes Render() to dir/file_name(); gzipped writers override.
   virtual void Write(const Profile& profile, const Analysis& analysis, const std::string& dir) const;
+  // What the last Render() left out or changed, one line each, for the
+  // terminal ("stacks.folded: 5000 of 6000 lines left out...").
+  virtual std::vector<std::string> warnings() const { return {}; }
 };
 
 // Every writer `dlprof report` runs, in the order it runs them.
@@ -32,7 +35,9 @@ std::unique_ptr<ReportWriter> MakePprofReportWriter();  // profile.pb.gz
 std::unique_ptr<ReportWriter> MakeHtmlWriter();         // report.html
 std::unique_ptr<ReportWriter> MakeTraceWriter();        // trace.json
 
-// Writes `content` to `path` (whole, or throws std::runtime_error naming it).
+// Writes `content` to `path` (whole, or throws std::runtime_error naming it),
+// through reports/output_file.h: a link or file already at `path` is
+// replaced, never written through.
 void WriteFileOrThrow(const std::string& path, const std::string& content);
 
 }  // namespace dlprof

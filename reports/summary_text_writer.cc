@@ -114,6 +114,12 @@ class SummaryTextWriter : public ReportWriter {
       out += Line("VERDICT: not input-bound: the training loop waits for data %.1f%% of step time.",
                   100 * v.data_wait_fraction);
     }
+    if (v.cpu_saturated) {
+      out += Line("CPU saturated: %.1f runnable threads for %d cores %.0f%% of the time "
+                  "(compute starved of cores: more workers make it worse).",
+                  a.contention.runnable_threads, a.contention.cores,
+                  100 * a.contention.saturated_fraction);
+    }
     out += "\nEvidence:\n";
     for (const std::string& e : v.evidence) out += "  - " + Clean(e, 400) + "\n";
     out += "Advice:\n";
@@ -132,12 +138,13 @@ class SummaryTextWriter : public ReportWriter {
 
     out += "\nStages (self = innermost stage; wall time summed over threads and processes)\n";
     out += "------\n";
-    out += Line("  %-24s %9s %10s %10s %8s %10s  %-7s %s", "stage", "samples", "self cpu",
-                "self wall", "off-cpu", "total wall", "role", "blocked in");
+    out += Line("  %-24s %9s %10s %10s %8s %8s %10s  %-7s %s", "stage", "samples", "self cpu",
+                "self wall", "off-cpu", "cpu-wait", "total wall", "role", "blocked in");
     for (const StageStats& st : a.stages) {
-      out += Line("  %s %9lld %9.3fs %9.3fs %7.0f%% %9.3fs  %s %s%s", Cell(st.name, 24).c_str(),
+      out += Line("  %s %9lld %9.3fs %9.3fs %7.0f%% %7.0f%% %9.3fs  %s %s%s", Cell(st.name, 24).c_str(),
                   static_cast<long long>(st.self_samples), st.self_cpu_s, st.self_wall_s,
-                  100 * st.offcpu_fraction, st.total_wall_s, Cell(st.main_role, 7).c_str(),
+                  100 * st.offcpu_fraction, 100 * st.cpu_wait_fraction, st.total_wall_s,
+                  Cell(st.main_role, 7).c_str(),
                   Clean(st.top_blocking_call, 20).c_str(), st.data_stage ? "" : " (model)");
     }
 

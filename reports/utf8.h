@@ -80,6 +80,46 @@ inline bool IsTerminalControl(uint32_t cp) {
          (cp >= 0x2066 && cp <= 0x2069);
 }
 
+// `s` as a one-line message may show it on a terminal (dlprof's warnings and
+// errors name files, stages and fields of a profile): every byte of a
+// terminal control (above: ESC, BEL, CR, C1 such as U+009B CSI, RLO...) or of
+// an ill-formed sequence becomes \xNN, so the line shows what the name holds
+// but cannot move the cursor, recolour, retitle or reorder the terminal.
+// Other UTF-8 stays as it is. At most max_bytes of `s` are shown, then
+// "...". core/config.cc echoes bad environment values through it too (64
+// bytes): there is one escaper.
+inline std::string TerminalSafe(std::string_view s, size_t max_bytes = std::string_view::npos) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(s.size());
+  auto escape = [&](size_t from, size_t n) {
+    for (size_t k = from; k < from + n; ++k) {
+      const unsigned char c = static_cast<unsigned char>(s[k]);
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  };
+  for (size_t i = 0; i < s.size();) {
+    if (i >= max_bytes) {
+      out += "...";
+      break;
+    }
+    uint32_t cp;
+    size_t bad = 0;
+    const size_t n = Utf8At(s, i, &cp, &bad);
+    if (n == 0) {
+      escape(i, bad);
+      i += bad;
+    } else {
+      if (IsTerminalControl(cp)) escape(i, n);
+      else out.append(s.data() + i, n);
+      i += n;
+    }
+  }
+  return out;
+}
+
 }  // namespace dlprof
 
 #endif  // DLPROF_REPORTS_UTF8_H_

@@ -8,7 +8,8 @@
 # New inputs go to the build folder's corpus/<target>/ (kept between runs, so
 # longer runs build on shorter ones; the seeds in tests/ stay as they are).
 # A crash, sanitizer report, leak, timeout (10 s per input) or out-of-memory
-# (2 GB) stops that target and fails the script; the input is kept as
+# (512 MiB of RSS, or one allocation past it: the bounds of issue 15) stops
+# that target and fails the script; the input is kept as
 # <build>/artifacts/<target>-crash-<sha1>: copy it to
 # tests/fuzz/regressions/<target>-<what-it-broke> (tests/fuzz_regression_test.cc
 # replays it), fix the bug, and run again. Prints one line per target: runs,
@@ -47,7 +48,7 @@ for t in "${targets[@]}"; do
   status=ok
   # Seeds first: libFuzzer merges the second folder into the first.
   if ! "$build_dir/tests/fuzz/${t}_fuzzer" "$corpus" "tests/fuzz/corpus/$t" \
-      -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 \
+      -max_total_time="$seconds" -timeout=10 -rss_limit_mb=512 -malloc_limit_mb=512 \
       -max_len=65536 -print_final_stats=1 \
       -artifact_prefix="$build_dir/artifacts/$t-" >"$log" 2>&1; then
     status="FAILED: $(grep -m1 -oE 'runtime error: [^0-9]*|ERROR: [A-Za-z]+: [^ ]+( [^ ]+)?|deadly signal|timeout|out-of-memory' "$log" || echo see "$log")"

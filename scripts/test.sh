@@ -108,7 +108,10 @@ asan_excluded='^(HostileTest\.FoldedStacksKeepTheirShape|Scenarios/.*)$'
 #   names, so a tick of dlprof's queued there when the program installs its
 #   SIGPROF handler reaches that handler; dlprof cannot take it back;
 # - Faults.SamplingNeverWaitsForTheLoaderLock: it checks a libunwind counter,
-#   and libunwind cannot run under TSan (below);
+#   and libunwind cannot run under TSan (below); its cfi sibling,
+#   Faults.CfiSamplingNeverAsksTheLoader, asks for the cfi unwinder, which
+#   this pass replaces by frame pointers like every other (not yet run
+#   under TSan);
 # - Scenarios/: the verdict weighs the example's own code (the model) against
 #   uninstrumented libjpeg and I/O, and TSan slows only the first, by far:
 #   the known bottleneck moves (io-bound came out "none").
@@ -117,6 +120,12 @@ asan_excluded='^(HostileTest\.FoldedStacksKeepTheirShape|Scenarios/.*)$'
 #   never ends the process, unshare(CLONE_NEWUSER) fails), opens files
 #   (a seccomp filter on openat kills it) and reads the TSC; and several of
 #   those tests ask for libunwind (see below). They run in the other passes.
+# - CfiUnwinder.: it compares the cfi walk with libunwind's on live signal
+#   frames: TSan hands signals over late with a copied context (as for
+#   AllUnwinders/), and libunwind cannot run under TSan (below).
+# - CfiHostile.: hostile programs run with and without dlprof, as NoHarm.
+#   does (the same reasons), and with the cfi unwinder, which the TSan pass
+#   replaces by frame pointers (below).
 # - Faults.StressForkExecDlopenMallocAt1000HzNeitherHangsNorCrashes: a fork
 #   child of the stress program hung in 2 of about 8 runs under TSan (never
 #   outside the test harness, never in the other passes); not found yet, see
@@ -138,7 +147,7 @@ asan_excluded='^(HostileTest\.FoldedStacksKeepTheirShape|Scenarios/.*)$'
 # libunwind's per-thread cache is freed by a thread-exit destructor that takes
 # a lock after TSan has torn the thread down, which crashes every thread that
 # took a sample when it exits (github.com/google/sanitizers/issues/943).
-tsan_excluded='^(AllUnwinders/|FpRulesTest\.FindsTheCallerOfAFunctionInterruptedAtItsEntryOrExit$|Faults\.ProgramsSigprofHandler|Faults\.SamplingNeverWaitsForTheLoaderLock$|Scenarios/|NoHarm\.|TimerFallback\.|PythonFrames\.|PythonPackage\.|PythonBootstrap\.|TorchAnnotations\.|TorchPipeline|Unwinders/SignalStack\.|Faults\.StressForkExecDlopenMallocAt1000HzNeitherHangsNorCrashes$)'
+tsan_excluded='^(AllUnwinders/|FpRulesTest\.FindsTheCallerOfAFunctionInterruptedAtItsEntryOrExit$|Faults\.ProgramsSigprofHandler|Faults\.SamplingNeverWaitsForTheLoaderLock$|Faults\.CfiSamplingNeverAsksTheLoader$|Scenarios/|NoHarm\.|CfiHostile\.|CfiUnwinder\.|TimerFallback\.|PythonFrames\.|PythonPackage\.|PythonBootstrap\.|TorchAnnotations\.|TorchPipeline|Unwinders/SignalStack\.|Faults\.StressForkExecDlopenMallocAt1000HzNeitherHangsNorCrashes$)'
 
 if [[ ${DLPROF_SANITIZERS:-1} != 0 ]]; then
   run_sanitized address,undefined build-asan "$asan_excluded" || failed+=(asan+ubsan)

@@ -165,6 +165,25 @@ class RunBuilder {
       p.samples.push_back(s);
     }
   }
+  // Wall ticks of 10 ms in three states: `cpu_ms` running and `wait_ms`
+  // waiting for a core in each, blocked the rest (in read() when blocked > 0).
+  void WallStates(uint32_t proc, uint32_t tid, const std::string& stage, int64_t from_ms, int64_t to_ms,
+                  int64_t cpu_ms, int64_t wait_ms) {
+    const uint32_t path = stage.empty() ? 0 : p.InternStagePath({p.InternStage(stage)});
+    for (int64_t t = from_ms; t + 10 <= to_ms; t += 10) {
+      Sample s;
+      s.process = proc;
+      s.tid = tid;
+      s.kind = SampleKind::kWall;
+      s.stage_path = path;
+      s.on_cpu = cpu_ms + wait_ms >= 9;
+      s.time_ns = (t + 10) * kMs;
+      s.wall_ns = 10 * kMs;
+      s.cpu_ns = cpu_ms * kMs;
+      s.wait_ns = wait_ms * kMs;
+      p.samples.push_back(s);
+    }
+  }
   // The training loop of Steps() fetching in-process (num_workers=0): `data`
   // inside each wait, `model` in the rest of the step.
   void InProcess(uint32_t proc, uint32_t tid, int n, int64_t from_ms, int64_t step_ms, int64_t wait_ms,
@@ -418,6 +437,187 @@ TEST(AnalysisRoles, EveryWriterLabelsProcessesWithTheDecidedRoles) {
   std::set<std::pair<int, std::string>> roles;
   for (const Process& p : back.processes) roles.insert({p.pid, p.role});
   EXPECT_EQ(roles, (std::set<std::pair<int, std::string>>{{100, "other"}, {101, "main"}, {102, "other"}}));
+}
+
+// CPU contention on hand-built runs: a trainer whose steps of 100 ms begin
+// with a wait for data of `wait_ms` (blocked) and then compute, and workers
+// in 'decode' that never block, each running `cpu_ms` and waiting for a
+// core `core_wait_ms` of every 10 ms; `cores` is what the processes record.
+struct ContentionRun {
+  RunBuilder run;
+  uint32_t trainer = 0;
+};
+
+ContentionRun MakeContentionRun(int cores, int workers, int64_t wait_ms, int64_t cpu_ms,
+                                int64_t core_wait_ms, int64_t loop_cpu_ms, int64_t loop_wait_ms) {
+  ContentionRun c;
+  RunBuilder& run = c.run;
+  c.trainer = run.Add(100, 1, "main", -1, "./train", 0, 2200);
+  run.Steps(c.trainer, 100, 20, 100, 100, wait_ms);
+  for (int i = 0; i < 20; ++i) {
+    const int64_t t = 100 + i * 100;
+    run.WallStates(c.trainer, 100, "", t, t + wait_ms, 0, 0);  // blocked in the wait
+    run.WallStates(c.trainer, 100, "forward", t + wait_ms, t + 100, loop_cpu_ms, loop_wait_ms);
+  }
+  for (int k = 0; k < workers; ++k) {
+    const uint32_t w = run.Add(200 + k, 100, "worker", k, "./train", 50, 2150);
+    run.WallStates(w, static_cast<uint32_t>(200 + k), "decode", 100, 2100, cpu_ms, core_wait_ms);
+  }
+  for (Process& proc : run.p.processes) {
+    proc.fields["cpus"] = std::to_string(cores);
+    proc.fields["run_delay"] = "schedstat";
+  }
+  return c;
+}
+
+// 4 workers on 2 cores, each running half of the time and waiting for a
+// core the other half; the loop computes the second half of each step at
+// half speed. Runnable: 4 + 0.5 threads for 2 cores.
+TEST(AnalysisContention, WorkersOutnumberingTheCoresSaturateThem) {
+  ContentionRun c = MakeContentionRun(2, 4, 50, 5, 5, 5, 5);
+  const Analysis a = Analyze(c.run.p);
+  const Verdict& v = a.verdict;
+  EXPECT_TRUE(v.cpu_saturated);
+  EXPECT_TRUE(a.contention.measured);
+  EXPECT_EQ(a.contention.cores, 2);
+  EXPECT_NEAR(a.contention.saturated_fraction, 1.0, 1e-9);
+  EXPECT_NEAR(a.contention.runnable_threads, 4.5, 0.01);
+  EXPECT_EQ(a.contention.busy_threads, 5);  // the workers, and the loop runnable half the time
+  // The loop waits for a core 5 ms in each of 5 ticks per 100 ms step.
+  EXPECT_NEAR(a.contention.step_cpu_wait_fraction, 0.25, 1e-6);
+  // The loop runs on 0.5 cores now and would on 1 without its data wait:
+  // it leaves 1 of the 2 cores to the workers.
+  EXPECT_EQ(a.contention.free_cores, 1);
+  ASSERT_FALSE(a.stages.empty());
+  EXPECT_EQ(v.bottleneck_stage, "decode");
+  EXPECT_EQ(v.bottleneck_kind, "cpu");
+  for (const StageStats& st : a.stages) {
+    if (st.name != "decode") continue;
+    EXPECT_NEAR(st.cpu_wait_fraction, 0.5, 1e-9);
+    EXPECT_NEAR(st.offcpu_fraction, 0, 1e-9);
+  }
+  const std::string evidence = Joined(v.evidence), advice = Joined(v.advice);
+  EXPECT_NE(evidence.find("is on-CPU 50% of it, waiting for a core 50%."), std::string::npos) << evidence;
+  EXPECT_NE(evidence.find("The program's runnable threads exceeded its 2 cores 100% of the time: "
+                          "4.5 threads wanted a core on average then (5 threads were busy"),
+            std::string::npos)
+      << evidence;
+  EXPECT_NE(evidence.find("The training loop waited for a core 25% of its step time: its steps took "
+                          "1.33x as long"),
+            std::string::npos)
+      << evidence;
+  EXPECT_NE(advice.find("(4 workers on 2 cores on the profiled machine). The cores are saturated, so "
+                        "more workers would make it worse: use at most 1 worker for the 1 free core"),
+            std::string::npos)
+      << advice;
+  EXPECT_EQ(advice.find("workers deliver"), std::string::npos) << advice;
+}
+
+// The same run on 8 cores: nothing waits for a core, nothing is saturated,
+// and the arithmetic may ask for more workers, as many as the free cores.
+TEST(AnalysisContention, TheSameWorkersOnEnoughCoresDoNotSaturateThem) {
+  ContentionRun c = MakeContentionRun(8, 4, 50, 10, 0, 10, 0);
+  const Analysis a = Analyze(c.run.p);
+  const Verdict& v = a.verdict;
+  EXPECT_FALSE(v.cpu_saturated);
+  EXPECT_NEAR(a.contention.saturated_fraction, 0, 1e-9);
+  EXPECT_NEAR(a.contention.runnable_threads, 4.5, 0.01);
+  EXPECT_EQ(a.contention.free_cores, 7);
+  const std::string evidence = Joined(v.evidence), advice = Joined(v.advice);
+  EXPECT_EQ(evidence.find("exceeded its"), std::string::npos) << evidence;
+  EXPECT_EQ(evidence.find("waited for a core"), std::string::npos) << evidence;
+  // 4 x 1/(1 - 0.5) = 8 workers wanted, 7 cores free: capped at 7.
+  EXPECT_NE(advice.find("4 workers deliver 10.0 batches/s, the loop could take 20.0/s: about 8 workers "
+                        "would remove the wait, more than the 7 free cores (the training process "
+                        "needs the rest): use 7 workers and make 'decode' 1.1x faster, or run on more "
+                        "cores."),
+            std::string::npos)
+      << advice;
+}
+
+// Saturated bins must be a significant share of the run: 4 busy workers for
+// the first fifth of the steps only, then one.
+TEST(AnalysisContention, ABriefSaturationDoesNotFlagTheRun) {
+  ContentionRun c = MakeContentionRun(2, 1, 50, 10, 0, 10, 0);
+  for (int k = 1; k < 4; ++k) {
+    const uint32_t w = c.run.Add(300 + k, 100, "worker", k, "./train", 50, 2150);
+    c.run.p.processes[w].fields = c.run.p.processes[0].fields;
+    c.run.WallStates(w, static_cast<uint32_t>(300 + k), "decode", 100, 500, 5, 5);
+  }
+  const Analysis a = Analyze(c.run.p);
+  EXPECT_NEAR(a.contention.saturated_fraction, 0.2, 0.011);
+  EXPECT_FALSE(a.verdict.cpu_saturated);
+}
+
+// Waits for a core while the program's own threads do not outnumber the
+// cores: another program takes them. Said, but not saturation.
+TEST(AnalysisContention, WaitsWithoutSaturationBlameOtherPrograms) {
+  ContentionRun c = MakeContentionRun(4, 1, 50, 6, 4, 10, 0);
+  const Analysis a = Analyze(c.run.p);
+  EXPECT_FALSE(a.verdict.cpu_saturated);
+  const std::string evidence = Joined(a.verdict.evidence);
+  // 800 ms of the worker's 2 s waited; the loop's 1 s did not: 0.8 / 3.
+  EXPECT_NE(evidence.find("waited for a core 27% of their runnable time, though they did not "
+                          "outnumber its 4 cores"),
+            std::string::npos)
+      << evidence;
+  EXPECT_NE(evidence.find("other programs on the machine take the cores"), std::string::npos) << evidence;
+}
+
+// The advice arithmetic never asks for more workers than the free cores.
+// 2 workers on 4 cores, the loop waiting 80% of each step and computing the
+// rest: it would take one core without the wait, leaving 3; 2 x 5 = 10
+// workers would be wanted.
+TEST(AnalysisContention, TheAdviceAsksForNoMoreWorkersThanTheFreeCores) {
+  ContentionRun c = MakeContentionRun(4, 2, 80, 10, 0, 10, 0);
+  const Analysis a = Analyze(c.run.p);
+  EXPECT_FALSE(a.verdict.cpu_saturated);
+  EXPECT_EQ(a.contention.free_cores, 3);
+  const std::string advice = Joined(a.verdict.advice);
+  EXPECT_NE(advice.find("about 10 workers would remove the wait, more than the 3 free cores"),
+            std::string::npos)
+      << advice;
+  EXPECT_NE(advice.find("use 3 workers and make 'decode' 3.3x faster"), std::string::npos) << advice;
+  // As many workers as free cores already: none more.
+  ContentionRun full = MakeContentionRun(4, 3, 80, 10, 0, 10, 0);
+  const std::string full_advice = Joined(Analyze(full.run.p).verdict.advice);
+  EXPECT_NE(full_advice.find("more workers would only wait for the 3 free cores"), std::string::npos)
+      << full_advice;
+  EXPECT_EQ(full_advice.find("about "), std::string::npos) << full_advice;
+}
+
+// An I/O-bound stage on saturated cores: overlap reads without more workers.
+TEST(AnalysisContention, SaturatedIoAdviceDoesNotAskForWorkers) {
+  ContentionRun c = MakeContentionRun(2, 4, 50, 5, 5, 5, 5);
+  const uint32_t reader = c.run.Add(400, 100, "worker", 9, "./train", 50, 2150);
+  c.run.p.processes[reader].fields = c.run.p.processes[0].fields;
+  for (int r = 0; r < 6; ++r) c.run.WallStates(reader, 400 + r, "read", 100, 2100, 0, 0);
+  const Analysis a = Analyze(c.run.p);
+  EXPECT_TRUE(a.verdict.cpu_saturated);
+  EXPECT_EQ(a.verdict.bottleneck_stage, "read");
+  EXPECT_EQ(a.verdict.bottleneck_kind, "io");
+  const std::string advice = Joined(a.verdict.advice);
+  EXPECT_NE(advice.find("the cores are saturated, more workers would wait for them"), std::string::npos)
+      << advice;
+  EXPECT_EQ(advice.find("more workers or threads"), std::string::npos) << advice;
+}
+
+// An I/O stage on a crowded machine: its readers, woken from their reads,
+// wait for a core 60% of the time and are blocked 40% (less than half of
+// it). The kind is judged on the time not spent waiting for a core: I/O.
+TEST(AnalysisContention, AnIoStageWaitingForCoresIsStillIo) {
+  ContentionRun c = MakeContentionRun(4, 2, 50, 2, 6, 10, 0);
+  const Analysis a = Analyze(c.run.p);
+  ASSERT_EQ(a.verdict.bottleneck_stage, "decode");
+  for (const StageStats& st : a.stages) {
+    if (st.name != "decode") continue;
+    EXPECT_NEAR(st.offcpu_fraction, 0.4, 1e-9);
+    EXPECT_NEAR(st.cpu_wait_fraction, 0.6, 1e-9);
+  }
+  EXPECT_EQ(a.verdict.bottleneck_kind, "io");
+  // Waiting for a core all the time, never blocked: compute.
+  ContentionRun busy = MakeContentionRun(4, 2, 50, 0, 10, 10, 0);
+  EXPECT_EQ(Analyze(busy.run.p).verdict.bottleneck_kind, "cpu");
 }
 
 }  // namespace

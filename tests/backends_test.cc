@@ -38,6 +38,7 @@
 
 #include "backends/backend_factories.h"
 #include "backends/timer_source.h"
+#include "backends/cfi_tables.h"
 #include "backends/unwinder.h"
 #include "tests/support/sanitizer.h"
 
@@ -308,7 +309,11 @@ class UnwinderTest : public ::testing::TestWithParam<std::string> {
     unwinder_ = MakeUnwinder(GetParam(), &error);
     if (unwinder_ == nullptr) GTEST_SKIP() << GetParam() << " unavailable: " << error;
     ASSERT_STREQ(unwinder_->name(), GetParam().c_str());
+    CfiDecodeAllLoaded();  // warm tables, as after the first samples
+    unwinder_->Maintain();  // as the collector does: the cfi tables of what is loaded
   }
+  // Walks that read the stack only inside the bounds (no bounds, no walk).
+  bool ReadsOnlyInBounds() const { return GetParam() == "fp" || GetParam() == "cfi"; }
   std::unique_ptr<Unwinder> unwinder_;
 };
 
@@ -414,8 +419,8 @@ TEST_P(UnwinderTest, CorruptBoundsReturnThePcWithoutFaulting) {
     ASSERT_TRUE(r.signalled);
     ASSERT_GE(r.pcs.size(), 1u);
     EXPECT_EQ(r.pcs[0], r.context_pc);
-    if (GetParam() == "fp") {
-      // fp reads nothing but the pc when the bounds do not hold the stack.
+    if (ReadsOnlyInBounds()) {
+      // fp and cfi read nothing but the pc when the bounds do not hold the stack.
       EXPECT_EQ(r.pcs.size(), 1u) << Describe(r.pcs, {});
     } else {
       // DWARF unwinders ignore bounds that do not describe the interrupted
@@ -453,7 +458,7 @@ TEST_P(UnwinderTest, ReportsNoFrameBeyondTheTopOfTheBounds) {
   // frame by frame (a saved context); from a live signal frame it follows the
   // CFI and ignores them, as gperftools always does.
   if (GetParam() == "gperftools") GTEST_SKIP() << "gperftools takes no bounds";
-  const LeafKind leaf = GetParam() == "fp" ? LeafKind::kSpin : LeafKind::kSaveContext;
+  const LeafKind leaf = ReadsOnlyInBounds() ? LeafKind::kSpin : LeafKind::kSaveContext;
   const UnwindResult r = UnwindChain(unwinder_.get(), EndsMidChainBounds, -1, leaf);
   ASSERT_TRUE(r.signalled);
   // The bounds end at level 5's frame: the walk gives the pc and a prefix of
@@ -506,7 +511,7 @@ TEST_P(UnwinderTest, WritesAtMostMaxPcs) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllUnwinders, UnwinderTest,
-                         ::testing::Values("libunwind", "gperftools", "fp"),
+                         ::testing::Values("libunwind", "cfi", "gperftools", "fp"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            return info.param;
                          });
@@ -567,6 +572,33 @@ TEST_F(FpRulesTest, FollowsAnIncreasingChainToItsZeroReturnAddress) {
   EXPECT_EQ(pcs[1], 0x1004u);
   EXPECT_EQ(pcs[2], 0x1010u);
 #endif
+}
+
+// A frame-pointer record whose return address is no user-space address
+// (data, when the frame register holds something else) ends the walk: kept,
+// such a word came out of the reader as a Python frame ("records refer to
+// definitions lost"). The cfi walk falls back to the same records where it
+// has no rows (none here: its tables are not started).
+TEST_F(FpRulesTest, AReturnAddressOutsideUserSpaceEndsTheWalk) {
+  std::string error;
+  std::unique_ptr<Unwinder> cfi = MakeUnwinder("cfi", &error);
+  for (uintptr_t bad : {uintptr_t{0xffff800000001000}, uintptr_t{1} << 63, uintptr_t{1} << 60}) {
+    SCOPED_TRACE(bad);
+    stack_[4] = At(10), stack_[5] = 0x1004;
+    stack_[10] = At(20), stack_[11] = bad;
+    stack_[20] = At(30), stack_[21] = 0x1010;
+    SetRegs(At(2), At(4));
+    const std::vector<uintptr_t> pcs = Walk(All());
+    ASSERT_EQ(pcs.size(), 2u);
+    EXPECT_EQ(pcs[1], 0x1004u);
+#if defined(__x86_64__)
+    ASSERT_NE(cfi, nullptr) << error;
+    uintptr_t out[32];
+    const int n = cfi->Unwind(&uc_, All(), out, 32);
+    ASSERT_EQ(n, 2);
+    EXPECT_EQ(out[1], 0x1004u);
+#endif
+  }
 }
 
 TEST_F(FpRulesTest, StopsOnCyclesDecreasingMisalignedAndOutOfBoundsRecords) {
@@ -641,12 +673,13 @@ TEST_F(FpRulesTest, EmptyBoundsGiveOnlyThePc) {
 // ---------------------------------------------------------------------------
 // Registries.
 
-TEST(UnwinderRegistryTest, ListsTheThreeUnwindersBestFirstAndAutoPicksTheDefault) {
+TEST(UnwinderRegistryTest, ListsTheUnwindersBestFirstAndAutoPicksTheDefault) {
   const std::vector<BackendInfo> list = ListUnwinders();
-  ASSERT_EQ(list.size(), 3u);
-  EXPECT_EQ(list[0].name, "libunwind");
-  EXPECT_EQ(list[1].name, "gperftools");
-  EXPECT_EQ(list[2].name, "fp");
+  ASSERT_EQ(list.size(), 4u);
+  EXPECT_EQ(list[0].name, "cfi");
+  EXPECT_EQ(list[1].name, "libunwind");
+  EXPECT_EQ(list[2].name, "gperftools");
+  EXPECT_EQ(list[3].name, "fp");
   for (const BackendInfo& info : list) {
     EXPECT_EQ(info.kind, "unwinder");
     EXPECT_FALSE(info.note.empty()) << info.name;
@@ -654,12 +687,12 @@ TEST(UnwinderRegistryTest, ListsTheThreeUnwindersBestFirstAndAutoPicksTheDefault
                 info.available ? "yes" : "no ", info.note.c_str());
   }
   EXPECT_TRUE(list[0].available);
-  EXPECT_TRUE(list[2].available);
+  EXPECT_TRUE(list[3].available);
   std::string error;
   for (const char* name : {"auto", ""}) {
     std::unique_ptr<Unwinder> u = MakeUnwinder(name, &error);
     ASSERT_NE(u, nullptr) << error;
-    EXPECT_STREQ(u->name(), "libunwind");
+    EXPECT_STREQ(u->name(), "cfi");
   }
   EXPECT_EQ(MakeUnwinder("dwarf-magic", &error), nullptr);
   EXPECT_NE(error.find("dwarf-magic"), std::string::npos) << error;

@@ -569,8 +569,10 @@ TEST(Faults, ForkWhileAnotherThreadHoldsTheLoaderLock) {
 // may be in dlopen, waiting for a malloc lock that the interrupted thread
 // holds (the stress test below deadlocked that way). A lookup that would wait
 // is given up, the stack cut there, and counted.
+// libunwind looks new pcs up through dl_iterate_phdr from the handler.
 TEST(Faults, SamplingNeverWaitsForTheLoaderLock) {
-  ProfiledRun run = Profiled("fault_stress", {"sample-in-loader"}, {{"DLPROF_HZ", "1000"}});
+  ProfiledRun run = Profiled("fault_stress", {"sample-in-loader"},
+                             {{"DLPROF_HZ", "1000"}, {"DLPROF_BACKEND", "libunwind"}});
   const std::string& out = run.result.out;
   EXPECT_EQ(run.result.exit_code, 0) << out << run.result.err;
   EXPECT_NE(out.find("loader_wait=ok"), std::string::npos) << out;
@@ -578,6 +580,23 @@ TEST(Faults, SamplingNeverWaitsForTheLoaderLock) {
   const auto& counters = run.profile.processes[0].counters;
   ASSERT_TRUE(counters.count("unwind_loader_busy"));
   EXPECT_GT(counters.at("unwind_loader_busy"), 0u);
+  EXPECT_GT(ByStage(run.profile)["beside_loader"].cpu_samples, 0);
+}
+
+// The cfi tables are the collector's: the handler never asks the loader, so
+// it neither waits for its lock nor gives a lookup up, and the new code is
+// sampled all the same.
+TEST(Faults, CfiSamplingNeverAsksTheLoader) {
+  ProfiledRun run = Profiled("fault_stress", {"sample-in-loader"},
+                             {{"DLPROF_HZ", "1000"}, {"DLPROF_BACKEND", "cfi"}});
+  const std::string& out = run.result.out;
+  EXPECT_EQ(run.result.exit_code, 0) << out << run.result.err;
+  EXPECT_NE(out.find("loader_wait=ok"), std::string::npos) << out;
+  ASSERT_EQ(run.profile.processes.size(), 1u);
+  EXPECT_EQ(run.profile.processes[0].unwinder, "cfi");
+  const auto& counters = run.profile.processes[0].counters;
+  ASSERT_TRUE(counters.count("unwind_loader_busy"));
+  EXPECT_EQ(counters.at("unwind_loader_busy"), 0u);
   EXPECT_GT(ByStage(run.profile)["beside_loader"].cpu_samples, 0);
 }
 

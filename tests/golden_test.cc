@@ -70,7 +70,9 @@ const char kOddStage[] = "fetch \"s3://bk/k\" <\xe8\xaa\xad\xe3\x81\xbf>";
 // read(): the verdict is input-bound, I/O, in the workers, with worker 0
 // three times slower (so the evidence and advice quote the odd name too).
 // The CPU-bound-in-workers verdict is avoided on purpose: its advice names
-// the core count of the machine running the test.
+// the core count of the machine running the test. The main process records
+// its 2 cores (`cpus`), so that the verdict's contention figures are the
+// profile's, not those of that machine.
 Profile MakeGoldenProfile() {
   Profile p;
   const std::string app_id = "0123456789abcdef0123456789abcdef01234567";
@@ -89,7 +91,7 @@ Profile MakeGoldenProfile() {
   main_proc.start_unix_ns = 1700000000000000000LL;
   main_proc.complete = true;
   main_proc.end_reason = "exit";
-  main_proc.fields = {{"warmup_steps", "1"}, {"snapshot_ms", "10"}};
+  main_proc.fields = {{"warmup_steps", "1"}, {"snapshot_ms", "10"}, {"cpus", "2"}};
   main_proc.counters = {{"handler_ns", 3 * kMs}};
   main_proc.mappings = {
       Mapping{0x555500000000, 0x555500010000, 0, "/opt/app/train", app_id},

@@ -133,6 +133,27 @@ TEST(GperftoolsReaderTest, CorruptDepthStopsWithAWarning) {
   EXPECT_EQ(p.samples.size(), 1u);
 }
 
+// A count no profiler writes (2^64 - 2, "samples -2" as it was shown): one
+// warning with its offset, and the process's total stays a real count.
+TEST(GperftoolsReaderTest, HostileCountIsBoundedAndNamed) {
+  TempDir dir;
+  std::string data = HandMadeProfile(8, false);
+  const size_t second_record = (5 + 4) * 8;
+  const std::string huge = Words({~uint64_t{0} - 1}, 8, false);
+  data.replace(second_record, 8, huge);
+  WriteFile(dir.File("hostile.prof"), data);
+  Profile p;
+  ReadGperftools(dir.File("hostile.prof"), &p);
+  ASSERT_EQ(p.warnings.size(), 1u);
+  EXPECT_EQ(p.warnings[0], dir.File("hostile.prof") + ": offset " + std::to_string(second_record) +
+                               ": record count 18446744073709551614 is not a sample count; "
+                               "counted as 1099511627776");
+  ASSERT_EQ(p.processes.size(), 1u);
+  EXPECT_EQ(p.processes[0].samples, 7u + (uint64_t{1} << 40));
+  ASSERT_EQ(p.samples.size(), 2u);
+  EXPECT_EQ(p.samples[1].count, int64_t{1} << 40);
+}
+
 TEST(GperftoolsReaderTest, NotAProfileThrowsNamingTheFile) {
   TempDir dir;
   WriteFile(dir.File("text.prof"), "this is not a profile, just some text here");

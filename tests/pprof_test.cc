@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -274,6 +275,42 @@ TEST(PprofTest, TruncatedGzipKeepsWhatInflated) {
   EXPECT_NE(half.warnings[1].find(": offset "), std::string::npos) << half.warnings[1];
   EXPECT_GT(half.samples.size(), 100u);
   EXPECT_LT(half.samples.size(), 2005u);
+}
+
+// A real profile followed by 128 MiB of zeros, gzipped: 128 KiB that
+// inflated whole before (2.2 GB from 100 KB at deflate's best ratio). The
+// inflation stops at 100 times the input plus 64 MiB, with one warning, and
+// the samples before the zeros are kept.
+TEST(PprofTest, GzipBombIsCutWithAWarningAndKeepsWhatItRead) {
+  TempDir dir;
+  const Profile in = MakePipelineProfile();
+  std::string data = EncodePprof(in) + std::string(128u << 20, '\0');
+  uLongf size = compressBound(data.size());
+  std::string deflated(size, '\0');
+  z_stream z{};
+  ASSERT_EQ(deflateInit2(&z, 9, Z_DEFLATED, 16 + MAX_WBITS, 9, Z_DEFAULT_STRATEGY), Z_OK);
+  z.next_in = reinterpret_cast<Bytef*>(data.data());
+  z.avail_in = static_cast<uInt>(data.size());
+  z.next_out = reinterpret_cast<Bytef*>(deflated.data());
+  z.avail_out = static_cast<uInt>(deflated.size());
+  ASSERT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
+  deflated.resize(z.total_out);
+  deflateEnd(&z);
+  std::string().swap(data);
+  ASSERT_LT(deflated.size(), 300u << 10);
+  WriteFile(dir.File("bomb.pb.gz"), deflated);
+  Profile out;
+  ReadPprof(dir.File("bomb.pb.gz"), &out);
+  ASSERT_GE(out.warnings.size(), 1u);
+  const uint64_t cap = deflated.size() * 100 + (uint64_t{64} << 20);
+  EXPECT_EQ(out.warnings[0], dir.File("bomb.pb.gz") + ": inflates to more than " + ByteSize(cap) +
+                                 " (100 times its " + ByteSize(deflated.size()) +
+                                 ", plus 64 MiB): not a real profile; the first " + ByteSize(cap) +
+                                 " are read");
+  Profile plain;  // the same profile without the zeros
+  ReadPprofBuffer(EncodePprof(in), "plain.pb", &plain);
+  ASSERT_GT(plain.samples.size(), 0u);
+  EXPECT_EQ(out.samples.size(), plain.samples.size());
 }
 
 TEST(PprofTest, GarbageIsAWarningNotACrash) {

@@ -273,7 +273,7 @@ TEST(ReportCommand, RunReturnsTheProgramsStatus) {
 TEST(ReportCommand, BackendsListsUnwindersAndTimers) {
   ProcessResult r = RunProcess({kDlprof, "backends"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const char* name : {"libunwind", "gperftools", "fp", "perf", "posix", "itimer"}) {
+  for (const char* name : {"cfi", "libunwind", "gperftools", "fp", "perf", "posix", "itimer"}) {
     EXPECT_NE(r.out.find(name), std::string::npos) << name;
   }
 }

@@ -333,7 +333,7 @@ TEST_P(SignalStack, TinyStackThreadsSurviveSamplingAt1000Hz) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Unwinders, SignalStack,
-                         ::testing::Values("fp", "libunwind", "gperftools"),
+                         ::testing::Values("fp", "cfi", "libunwind", "gperftools"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            return info.param;
                          });

@@ -1,6 +1,7 @@
 // The dlprof command: run a program under the profiler, report a run, convert
 // profiles, list backends. Exit status: 0 ok, 1 failure, 2 usage error; `run`
-// returns the profiled program's own status.
+// leaves with the profiled program's own status, or dies of its signal
+// (tools/run_wrapper.h).
 #include <dirent.h>
 #include <limits.h>
 #include <malloc.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdarg>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -24,11 +26,14 @@
 
 #include "backends/timer_source.h"
 #include "backends/unwinder.h"
+#include "core/run_id.h"
 #include "readers/input_loader.h"
 #include "readers/symbolizer.h"
 #include "reports/analysis.h"
 #include "reports/pprof_writer.h"
 #include "reports/report_writer.h"
+#include "reports/utf8.h"
+#include "tools/run_wrapper.h"
 
 namespace po = boost::program_options;
 
@@ -54,6 +59,24 @@ const char* kTopUsage =
     "\n"
     "Each command takes --help.\n";
 
+// One line of dlprof's own on a terminal. Lines name files, stages and
+// fields of a profile, which are anyone's bytes: escaped (reports/utf8.h).
+void Say(FILE* to, const std::string& line) {
+  fputs((TerminalSafe(line) + "\n").c_str(), to);
+}
+
+std::string Format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+std::string Format(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char* text = nullptr;
+  const int n = vasprintf(&text, fmt, ap);
+  va_end(ap);
+  std::string s = n >= 0 ? std::string(text, static_cast<size_t>(n)) : std::string(fmt);
+  free(text);
+  return s;
+}
+
 double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
@@ -62,7 +85,7 @@ double Seconds(std::chrono::steady_clock::time_point since) {
 class Progress {
  public:
   void Step(const std::string& what) {
-    if (Seconds(start_) > 1.0) std::cerr << "dlprof: " << what << " (" << Fmt() << ")\n";
+    if (Seconds(start_) > 1.0) Say(stderr, "dlprof: " + what + " (" + Fmt() + ")");
   }
 
  private:
@@ -100,11 +123,42 @@ void MakeDir(const std::string& dir, mode_t leaf_mode = 0755) {
   }
 }
 
+// "4G", "512M", "64k", "1048576": bytes, with binary K, M, G, T suffixes (an
+// optional "iB" or "B" after them).
+uint64_t ParseByteSize(const std::string& option, const std::string& text) {
+  size_t end = 0;
+  unsigned long long n = 0;
+  try {
+    n = std::stoull(text, &end);
+  } catch (const std::exception&) {
+    end = 0;
+  }
+  std::string unit = text.substr(end);
+  for (const char* tail : {"iB", "B"}) {
+    if (unit.size() > 1 && unit.size() >= strlen(tail) &&
+        unit.compare(unit.size() - strlen(tail), std::string::npos, tail) == 0) {
+      unit.resize(unit.size() - strlen(tail));
+      break;
+    }
+  }
+  int shift = -1;
+  if (unit.empty() || unit == "B") shift = 0;
+  if (unit == "K" || unit == "k") shift = 10;
+  if (unit == "M" || unit == "m") shift = 20;
+  if (unit == "G" || unit == "g") shift = 30;
+  if (unit == "T" || unit == "t") shift = 40;
+  if (end == 0 || text[0] == '-' || shift < 0 || n == 0 || (n << shift) >> shift != n) {
+    throw UsageError(option + " '" + text + "': expected a size such as 4G, 512M or 1048576");
+  }
+  return static_cast<uint64_t>(n) << shift;
+}
+
 // Loads, symbolizes, analyses and writes every output; returns the analysis.
-Analysis WriteReport(const std::vector<std::string>& inputs, const std::string& out_dir) {
+Analysis WriteReport(const std::vector<std::string>& inputs, const std::string& out_dir,
+                     const FileLimits& limits = FileLimits()) {
   Progress progress;
   Profile profile;
-  LoadInputs(inputs, &profile);
+  LoadInputs(inputs, &profile, limits);
   progress.Step("read " + std::to_string(profile.processes.size()) + " processes, " +
                 std::to_string(profile.samples.size()) + " samples");
   Symbolizer symbolizer;
@@ -115,45 +169,53 @@ Analysis WriteReport(const std::vector<std::string>& inputs, const std::string& 
   for (const auto& writer : AllReportWriters()) {
     writer->Write(profile, analysis, out_dir);
     progress.Step("wrote " + writer->file_name());
+    for (const std::string& w : writer->warnings()) Say(stderr, "dlprof: warning: " + w);
   }
-  for (const std::string& w : analysis.warnings) std::cerr << "dlprof: warning: " << w << "\n";
+  for (const std::string& w : analysis.warnings) Say(stderr, "dlprof: warning: " + w);
   return analysis;
 }
 
-void PrintVerdict(const Analysis& a, const std::string& out_dir) {
+// `report` prints the verdict on stdout; `run` on stderr, where stdout is the
+// program's alone (`dlprof run -- prog | jq`).
+void PrintVerdict(const Analysis& a, const std::string& out_dir, FILE* to) {
   const Verdict& v = a.verdict;
   if (v.input_bound) {
-    printf("dlprof: input-bound (%s): training waits for data %.0f%% of step time", v.severity.c_str(),
-           100 * v.data_wait_fraction);
+    std::string line = Format("dlprof: input-bound (%s): training waits for data %.0f%% of step time",
+                              v.severity.c_str(), 100 * v.data_wait_fraction);
     if (!v.bottleneck_stage.empty()) {
-      printf("; bottleneck: '%s' (%s, %s)", v.bottleneck_stage.c_str(), v.bottleneck_kind.c_str(),
-             v.bottleneck_role.c_str());
+      line += "; bottleneck: '" + v.bottleneck_stage + "' (" + v.bottleneck_kind + ", " +
+              v.bottleneck_role + ")";
     }
-    printf("\n");
+    Say(to, line);
   } else if (v.basis != "none") {
-    printf("dlprof: not input-bound: training waits for data %.0f%% of step time\n",
-           100 * v.data_wait_fraction);
+    Say(to, Format("dlprof: not input-bound: training waits for data %.0f%% of step time",
+                   100 * v.data_wait_fraction));
   }
-  printf("dlprof: report written to %s/ (report.html, summary.txt, profile.pb.gz, ...)\n",
-         out_dir.c_str());
+  Say(to, "dlprof: report written to " + out_dir + "/ (report.html, summary.txt, profile.pb.gz, ...)");
 }
 
 int Report(const std::vector<std::string>& args) {
   po::options_description opts("dlprof report RUN_DIR... -o OUT_DIR");
   opts.add_options()("help,h", "show this help")(
       "output,o", po::value<std::string>()->default_value("dlprof-report"), "output folder")(
+      "max-file-size", po::value<std::string>()->default_value("4G"),
+      "larger input files are skipped, with a warning (K, M, G suffixes)")(
       "input", po::value<std::vector<std::string>>(), "run folders or profile files");
   po::positional_options_description pos;
   pos.add("input", -1);
   po::variables_map vm = Parse(args, opts, pos);
   if (vm.count("help")) {
     std::cout << opts << "\nRUN_DIR may be DLPROF_OUT itself, meaning its newest run. Several "
-                         "runs (one per host or rank) merge into one report.\n";
+                         "runs (one per host or rank) merge into one report. Only regular files "
+                         "are read (a FIFO or a device is skipped with a warning), and in a run "
+                         "folder no symbolic link is followed.\n";
     return 0;
   }
   if (!vm.count("input")) throw UsageError("report: give at least one run folder");
   std::string out = vm["output"].as<std::string>();
-  PrintVerdict(WriteReport(vm["input"].as<std::vector<std::string>>(), out), out);
+  FileLimits limits;
+  limits.max_bytes = ParseByteSize("--max-file-size", vm["max-file-size"].as<std::string>());
+  PrintVerdict(WriteReport(vm["input"].as<std::vector<std::string>>(), out, limits), out, stdout);
   return 0;
 }
 
@@ -178,9 +240,9 @@ int Convert(const std::vector<std::string>& args) {
   Symbolizer symbolizer;
   symbolizer.SymbolizeProfile(&profile);
   WritePprof(profile, vm["output"].as<std::string>());
-  for (const std::string& w : profile.warnings) std::cerr << "dlprof: warning: " << w << "\n";
-  printf("dlprof: wrote %s (%zu samples)\n", vm["output"].as<std::string>().c_str(),
-         profile.samples.size());
+  for (const std::string& w : profile.warnings) Say(stderr, "dlprof: warning: " + w);
+  Say(stdout, "dlprof: wrote " + vm["output"].as<std::string>() + " (" +
+                  std::to_string(profile.samples.size()) + " samples)");
   return 0;
 }
 
@@ -275,58 +337,48 @@ int Run(const std::vector<std::string>& args) {
   const std::string out = vm["output"].as<std::string>();
   const std::string lib = FindLibrary();
   MakeDir(out, 0700);  // the runtime itself creates only the last level
-  char run_id[64];
-  time_t now = time(nullptr);
-  struct tm tm;
-  localtime_r(&now, &tm);
-  size_t n = strftime(run_id, sizeof(run_id), "%Y%m%d-%H%M%S", &tm);
-  snprintf(run_id + n, sizeof(run_id) - n, "-%d", getpid());
+  const std::string run_id = NewRunId(getpid());
 
-  pid_t child = fork();
-  if (child < 0) throw std::runtime_error(std::string("fork: ") + strerror(errno));
-  if (child == 0) {
+  const ProgramEnd end = RunProgram(cmd, [&] {
     setenv("DLPROF_SAMPLE", "1", 1);
     setenv("DLPROF_OUT", out.c_str(), 1);
-    setenv("DLPROF_RUN_ID", run_id, 1);
+    setenv("DLPROF_RUN_ID", run_id.c_str(), 1);
     setenv("DLPROF_RUN_MAIN_PID", std::to_string(getpid()).c_str(), 1);
     if (vm.count("hz")) setenv("DLPROF_HZ", std::to_string(vm["hz"].as<int>()).c_str(), 1);
     if (vm.count("mode")) setenv("DLPROF_MODE", vm["mode"].as<std::string>().c_str(), 1);
     const char* preload = getenv("LD_PRELOAD");
     std::string value = lib + (preload && *preload ? std::string(":") + preload : "");
     setenv("LD_PRELOAD", value.c_str(), 1);
-    std::vector<char*> argv;
-    for (auto& a : cmd) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execvp(argv[0], argv.data());
-    fprintf(stderr, "dlprof: cannot run %s: %s\n", argv[0], strerror(errno));
-    _exit(127);
-  }
-  // The terminal's Ctrl-C reaches the program directly; we wait for it.
-  signal(SIGINT, SIG_IGN);
-  signal(SIGTERM, SIG_IGN);
-  int status = 0;
-  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
-  }
-  int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  });
   unsetenv("DEBUGINFOD_URLS");
-  if (code == 127) return code;
+  if (end.exec_errno != 0) return LeaveLike(end);  // nothing ran: no report
+  const bool succeeded = WIFEXITED(end.status) && WEXITSTATUS(end.status) == 0;
   std::string run_dir = out + "/" + run_id;
   if (vm.count("no-report")) {
-    printf("dlprof: profiles in %s/\n", run_dir.c_str());
-    return code;
+    Say(stderr, "dlprof: profiles in " + run_dir + "/");
+    return LeaveLike(end);
   }
   struct stat st;
   if (stat(run_dir.c_str(), &st) != 0) {
     fprintf(stderr, "dlprof: the program wrote no profile (is it dynamically linked?)\n");
-    return code != 0 ? code : 1;
+    return succeeded ? 1 : LeaveLike(end);
   }
   // Helpers the program left behind (multiprocessing's resource tracker and
   // forkserver end just after it) finish their profiles in a moment: wait
-  // for them a little, never for a daemon.
-  for (int i = 0; i < 200 && !LiveRunProcesses(run_dir).empty(); ++i) usleep(10000);
+  // for them a little, never for a daemon. As PID 1 they are ours to reap.
+  for (int i = 0; i < 200 && (ReapOrphans(), !LiveRunProcesses(run_dir).empty()); ++i) {
+    usleep(10000);
+  }
   std::string report = vm["report"].as<std::string>();
-  PrintVerdict(WriteReport({run_dir}, report), report);
-  return code;
+  // However the program ended, its status is what dlprof leaves with: a
+  // report that fails is one line, and fails dlprof only after a success.
+  try {
+    PrintVerdict(WriteReport({run_dir}, report), report, stderr);
+  } catch (const std::exception& e) {
+    Say(stderr, std::string("dlprof: ") + e.what());
+    if (succeeded) return 1;
+  }
+  return LeaveLike(end);
 }
 
 }  // namespace
@@ -357,10 +409,10 @@ int main(int argc, char** argv) {
     if (cmd == "backends") return dlprof::Backends(args);
     throw dlprof::UsageError("unknown command '" + cmd + "' (run, report, convert, backends)");
   } catch (const dlprof::UsageError& e) {
-    std::cerr << "dlprof: " << e.what() << "\n";
+    dlprof::Say(stderr, std::string("dlprof: ") + e.what());
     return 2;
   } catch (const std::exception& e) {
-    std::cerr << "dlprof: " << e.what() << "\n";
+    dlprof::Say(stderr, std::string("dlprof: ") + e.what());
     return 1;
   }
 }

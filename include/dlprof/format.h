@@ -1,4 +1,4 @@
-/* The .dlprof file format, version 1. Full description: docs/FORMAT.md.
+/* The .dlprof file format, version 2. Full description: docs/FORMAT.md.
  *
  * A file is a 16-byte file header followed by chunks. Each chunk is a 16-byte
  * chunk header and a payload; the payload is a sequence of unsigned LEB128
@@ -14,7 +14,11 @@
 #include <stdint.h>
 
 #define DLPROF_FILE_MAGIC "DLPROF\r\n" /* 8 bytes; then u32 version, u32 0 */
-#define DLPROF_FORMAT_VERSION 1u
+/* 2: wall records carry the time the thread was runnable but waiting for a
+ * core (DLPROF_CHUNK_WALL_STATES). Readers take 1 and 2; a version-1 reader
+ * refuses a version-2 file rather than read it without its wall time. */
+#define DLPROF_FORMAT_VERSION 2u
+#define DLPROF_FORMAT_OLDEST_VERSION 1u
 #define DLPROF_FILE_HEADER_SIZE 16u
 #define DLPROF_CHUNK_MAGIC 0x4b4e4843u /* "CHNK" */
 #define DLPROF_CHUNK_HEADER_SIZE 16u   /* u32 magic, u32 type, u32 length, u32 crc32 */
@@ -68,12 +72,21 @@ enum dlprof_chunk_type {
    * with the same stage path and state are one record. v base_time, v count,
    * then count x (v delta of the run's end time (its last tick), v thread
    * index, v stage path id, v ticks, v wall_ns, v cpu_ns, v state), wall_ns
-   * and cpu_ns summed over the run's ticks, state as in DLPROF_CHUNK_WALL. */
+   * and cpu_ns summed over the run's ticks, state as in DLPROF_CHUNK_WALL.
+   * Read for version-1 files; writers now use DLPROF_CHUNK_WALL_STATES. */
   DLPROF_CHUNK_WALL_RUNS = 14,
   /* The Python code objects that stacks name. v count, then count x (v id,
    * s qualname, s filename, v first_line). Ids are this process's, from 1,
    * each defined before the first stack that uses it. */
-  DLPROF_CHUNK_PY_CODES = 15
+  DLPROF_CHUNK_PY_CODES = 15,
+  /* Wall runs in three states (version 2). As DLPROF_CHUNK_WALL_RUNS with
+   * one more field after cpu_ns: v base_time, v count, then count x (v delta
+   * of the run's end time, v thread index, v stage path id, v ticks, v
+   * wall_ns, v cpu_ns, v wait_ns, v state). Of wall_ns, cpu_ns the thread
+   * ran, wait_ns it was runnable but waiting for a core (the kernel's
+   * run_delay, /proc/<tid>/schedstat), the rest it was blocked, in the call
+   * `state` names (state 0: running the whole run, save for its wait). */
+  DLPROF_CHUNK_WALL_STATES = 16
 };
 
 /* A Python frame in a DLPROF_CHUNK_STACKS stack: bit 63 set (no user-space

@@ -135,7 +135,8 @@
                                      text: sev === "unknown" ? "no markers" : sev })));
     if (v.bottleneck_stage) {
       var kind = v.bottleneck_kind === "io" ? "I/O-bound (off-CPU, waiting)"
-                                            : "compute-bound (on-CPU)";
+                 : v.cpu_saturated ? "compute-bound, starved of cores (CPU saturated)"
+                                   : "compute-bound (on-CPU)";
       var where = v.bottleneck_role === "worker" ? "in the worker processes"
                                                  : "in the training process";
       body.appendChild(el("p", { className: "bottleneck", id: "verdict-bottleneck" },
@@ -159,6 +160,12 @@
     }
     var st = (data.stages || []).filter(function (x) { return x.name === v.bottleneck_stage; })[0];
     if (st) stat(pct(st.offcpu_fraction), "of '" + st.name + "' off-CPU");
+    if (st && st.cpu_wait_fraction > 0.005) stat(pct(st.cpu_wait_fraction), "of '" + st.name + "' waiting for a core");
+    var c = v.contention;
+    if (v.cpu_saturated && c) {
+      stat(fixed(c.runnable_threads, 1) + " / " + c.cores, "runnable threads / cores (CPU saturated " +
+           pct(c.saturated_fraction) + " of the time)");
+    }
     if (v.slowest_worker >= 0 && v.worker_imbalance > 0) {
       stat(fixed(v.worker_imbalance, 2) + "×", "worker imbalance (slowest: worker " +
            v.slowest_worker + ")");
@@ -440,8 +447,13 @@
       { h: "Self CPU", num: true, v: function (s) { return s.self_cpu_s; }, f: secs },
       { h: "Total wall", num: true, v: function (s) { return s.total_wall_s; }, f: hasWall ? secs : dash },
       { h: "Total CPU", num: true, v: function (s) { return s.total_cpu_s; }, f: secs },
-      { h: "On-CPU", num: true, v: function (s) { return 1 - s.offcpu_fraction; }, f: hasWall ? pct : dash },
-      { h: "Off-CPU", num: true, v: function (s) { return s.offcpu_fraction; }, f: hasWall ? pct : dash },
+      // Three states: running, runnable but waiting for a core, blocked.
+      { h: "On-CPU", num: true, v: function (s) { return Math.max(0, 1 - s.offcpu_fraction - (s.cpu_wait_fraction || 0)); },
+        f: hasWall ? pct : dash, title: "running" },
+      { h: "Waiting for a core", num: true, v: function (s) { return s.cpu_wait_fraction || 0; },
+        f: hasWall ? pct : dash, title: "runnable, but every core it may use was busy" },
+      { h: "Off-CPU", num: true, v: function (s) { return s.offcpu_fraction; }, f: hasWall ? pct : dash,
+        title: "blocked: I/O, sleep, a lock" },
       { h: "Mostly blocked in", v: function (s) { return s.top_blocking_call || ""; },
         f: function (c) { return c ? c + "()" : ""; } },
       { h: "Self samples", num: true, v: function (s) { return s.self_samples; }, f: num }

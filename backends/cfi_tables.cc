@@ -1,0 +1,586 @@
+#include "backends/cfi_tables.h"
+
+#include <link.h>
+#include <pthread.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#include <time.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <new>
+#include <vector>
+
+namespace dlprof {
+namespace {
+
+// Shared with the signal handler. Constant-initialized: the library has no
+// dynamic initializers (the constructor may run before them).
+std::atomic<const CfiSnapshot*> g_snapshot{nullptr};
+std::atomic<int64_t> g_readers{0};
+std::atomic<uint8_t> g_wanted[kCfiMaxObjects];
+std::atomic<uint64_t> g_misses{0};
+std::atomic<bool> g_tables_wanted{false};  // a walk has run: CfiMaintain starts working
+std::atomic<bool> g_decode_all{false};      // CfiDecodeAllLoaded
+
+// The row cache (CfiLookup). A word: kind (2 bits: 1 sp, 2 fp; 0 empty),
+// cfa_offset / 8 (11 bits), fp code (8 bits: 0 unchanged, -128 lost, else
+// fp_offset / 8), unload count (8 bits), pc >> 12 (35 bits: user space is
+// below 2^47 on x86_64). Rows that do not fit are not cached.
+constexpr int kCacheBits = 12;
+std::atomic<uint64_t> g_row_cache[1 << kCacheBits];
+
+uint32_t CacheSlot(uintptr_t pc) {
+  return static_cast<uint32_t>((pc ^ (pc >> kCacheBits)) & ((1u << kCacheBits) - 1));
+}
+
+// 0 when the row cannot be cached.
+uint64_t PackCached(uintptr_t pc, const CfiRow& row, uint32_t unloads) {
+  if ((row.kind != kCfiSp && row.kind != kCfiFp) || pc >> 47 != 0) return 0;
+  if (row.cfa_offset < 0 || row.cfa_offset % 8 != 0 || row.cfa_offset / 8 >= (1 << 11)) return 0;
+  int fp_code;
+  if (row.fp_offset == 0) {
+    fp_code = 0;
+  } else if (row.fp_offset == INT16_MIN) {
+    fp_code = -128;
+  } else if (row.fp_offset % 8 == 0 && row.fp_offset / 8 >= -127 && row.fp_offset / 8 <= 127) {
+    fp_code = row.fp_offset / 8;
+  } else {
+    return 0;
+  }
+  return static_cast<uint64_t>(row.kind) | static_cast<uint64_t>(row.cfa_offset / 8) << 2 |
+         static_cast<uint64_t>(static_cast<uint8_t>(fp_code)) << 13 |
+         static_cast<uint64_t>(unloads & 0xff) << 21 | static_cast<uint64_t>(pc >> kCacheBits) << 29;
+}
+
+bool UnpackCached(uint64_t word, uintptr_t pc, uint32_t unloads, CfiRow* row) {
+  if ((word & 3) == 0 || (word >> 29) != (pc >> kCacheBits) ||
+      ((word >> 21) & 0xff) != (unloads & 0xff)) {
+    return false;
+  }
+  row->kind = static_cast<uint8_t>(word & 3);
+  row->cfa_offset = static_cast<int32_t>((word >> 2) & 0x7ff) * 8;
+  const int fp_code = static_cast<int8_t>((word >> 13) & 0xff);
+  row->fp_offset = fp_code == -128 ? INT16_MIN : static_cast<int16_t>(fp_code * 8);
+  row->pc_offset = 0;
+  row->reserved = 0;
+  return true;
+}
+
+// Read by CfiTableStats from any thread.
+std::atomic<int> g_stat_objects{0}, g_stat_decoded{0};
+std::atomic<uint64_t> g_stat_rows{0}, g_stat_bytes{0}, g_stat_decode_ns{0};
+std::atomic<long> g_stat_skipped{0};
+
+// More rows than this (96 MiB) for one object: walked by frame pointer.
+constexpr size_t kMaxRowsPerObject = size_t{8} << 20;
+
+// What the collector knows of one loaded object. Only the collector thread
+// touches these.
+struct Record {
+  std::string name;
+  uintptr_t bias = 0;
+  uintptr_t lo = 0, hi = 0;
+  EhFrameSource source;
+  const CfiRow* rows = nullptr;
+  const uint32_t* index = nullptr;  // in the same mapping, after the rows
+  uint32_t row_count = 0;
+  uint32_t index_count = 0;
+  size_t mapped = 0;
+  bool present = true;
+  bool tried = false;  // decoded, or failed: not tried again
+};
+
+struct Mapping {
+  const void* at;
+  size_t size;
+};
+
+struct Tables {
+  std::vector<Record> records;  // index = id; an unloaded object's id is reused
+  uint64_t adds = ~uint64_t{0}, subs = ~uint64_t{0};
+  std::vector<Mapping> retired;  // unmapped once no handler reads
+  std::vector<Mapping> unpublished;  // rows of unloaded objects the current snapshot still names
+  Mapping current{nullptr, 0};
+  uint32_t unloads = 0;
+};
+Tables* g_tables = nullptr;
+
+int64_t NowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+size_t PageRound(size_t n) {
+  const size_t page = 4096;
+  return (n + page - 1) / page * page;
+}
+
+// Read-only pages holding a copy of `bytes` bytes; nullptr if none.
+const void* MapCopy(const void* data, size_t bytes, size_t* mapped) {
+  *mapped = PageRound(bytes == 0 ? 1 : bytes);
+  void* p = mmap(nullptr, *mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  if (bytes != 0) std::memcpy(p, data, bytes);
+  mprotect(p, *mapped, PROT_READ);
+  return p;
+}
+
+struct Scanned {
+  std::string name;
+  uintptr_t bias, lo, hi;
+  EhFrameSource source;
+};
+
+bool Describe(const dl_phdr_info* info, Scanned* out) {
+  LoadedEhFrame found;
+  if (!FindLoadedEhFrame(info, &found)) return false;
+  out->name = info->dlpi_name != nullptr ? info->dlpi_name : "";
+  out->bias = info->dlpi_addr;
+  out->lo = found.text_lo;
+  out->hi = found.text_hi;
+  out->source = found.source;
+  return true;
+}
+
+bool Counters(uint64_t* adds, uint64_t* subs) {
+  struct Out {
+    uint64_t adds = 0, subs = 0;
+    bool ok = false;
+  } out;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t size, void* data) {
+        auto* o = static_cast<Out*>(data);
+        if (size >= offsetof(dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs)) {
+          o->adds = info->dlpi_adds;
+          o->subs = info->dlpi_subs;
+          o->ok = true;
+        }
+        return 1;  // the counters are the same in every entry
+      },
+      &out);
+  *adds = out.adds;
+  *subs = out.subs;
+  return out.ok;
+}
+
+std::vector<Scanned> ScanObjects() {
+  std::vector<Scanned> out;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        Scanned s;
+        if (Describe(info, &s)) static_cast<std::vector<Scanned>*>(data)->push_back(std::move(s));
+        return 0;
+      },
+      &out);
+  return out;
+}
+
+// True when the object that `r` describes is still loaded where it was.
+bool StillLoaded(const Record& r) {
+  struct Find {
+    const Record* r;
+    bool found = false;
+  } f{&r};
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        auto* f = static_cast<Find*>(data);
+        const char* name = info->dlpi_name != nullptr ? info->dlpi_name : "";
+        if (info->dlpi_addr == f->r->bias && f->r->name == name) f->found = true;
+        return f->found ? 1 : 0;
+      },
+      &f);
+  return f.found;
+}
+
+// Copies [lo, hi) of this process's memory with process_vm_readv: an
+// object unloaded meanwhile (a dlclose on another thread) makes the copy
+// fail instead of the collector fault. (Pinning the object with
+// dlopen(RTLD_NOLOAD) instead was tried and is wrong: during exit, glibc's
+// _dl_fini clears an object's "initialized" mark before its destructors, and
+// a dlopen then runs its constructors again: libdlprof started a second
+// session in a process that was exiting.)
+bool CopyOwnMemory(uintptr_t lo, uintptr_t hi, ByteVector* out) {
+  out->resize(hi - lo);
+  size_t done = 0;
+  while (done < out->size()) {
+    iovec local{out->data() + done, out->size() - done};
+    iovec remote{reinterpret_cast<void*>(lo + done), out->size() - done};
+    const ssize_t n = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// One object's rows, decoded (Decode) and then put in its record under the
+// commit lock (Apply).
+struct Decoded {
+  const CfiRow* rows = nullptr;
+  const uint32_t* index = nullptr;
+  uint32_t row_count = 0, index_count = 0;
+  size_t mapped = 0;
+};
+
+// Decodes one object's rows from a copy of its unwind information. Touches
+// nothing but its result: it takes the time, and a fork meanwhile must not
+// find the tables half changed.
+Decoded Decode(const Record& record) {
+  Decoded out;
+  const Record* r = &record;
+  if (!StillLoaded(*r)) return out;
+  const int64_t start = NowNs();
+  // From the header, or from .eh_frame when it comes first (gold puts it
+  // before the header; GNU ld and lld after), to the end of its run of
+  // segments: the text before them is not read.
+  EhFrameSource source = r->source;
+  uintptr_t from = source.eh_frame_hdr;
+  {
+    // The header's first fields, read from a copy too (a dlclose meanwhile).
+    EhFrameSource head = source;
+    head.readable_lo = source.eh_frame_hdr & ~uintptr_t{7};
+    head.readable_hi = std::min(source.readable_hi, head.readable_lo + 64);
+    ByteVector bytes;
+    if (!CopyOwnMemory(head.readable_lo, head.readable_hi, &bytes)) return out;
+    head.copy = bytes.data();
+    const uintptr_t frame = EhFrameStart(head);
+    if (frame >= source.readable_lo && frame < from) from = frame;
+  }
+  source.readable_lo = std::max(source.readable_lo, from & ~uintptr_t{7});
+  ByteVector copy;
+  if (!CopyOwnMemory(source.readable_lo, source.readable_hi, &copy)) return out;
+  source.copy = copy.data();
+  CfiRowVector rows;
+  std::string error;
+  long skipped = 0;
+  if (DecodeEhFrame(source, &rows, &error, &skipped) && !rows.empty() &&
+      rows.size() <= kMaxRowsPerObject) {
+    // The granule index: for each granule, the last row starting at or
+    // before its first byte.
+    const uint32_t granules = (rows.back().pc_offset >> kCfiIndexShift) + 1;
+    ByteVector image(rows.size() * sizeof(CfiRow) + granules * sizeof(uint32_t));
+    std::memcpy(image.data(), rows.data(), rows.size() * sizeof(CfiRow));
+    auto* index = reinterpret_cast<uint32_t*>(image.data() + rows.size() * sizeof(CfiRow));
+    uint32_t row = 0;
+    for (uint32_t g = 0; g < granules; ++g) {
+      const uint64_t first_byte = static_cast<uint64_t>(g) << kCfiIndexShift;
+      while (row + 1 < rows.size() && rows[row + 1].pc_offset <= first_byte) ++row;
+      index[g] = row;
+    }
+    size_t mapped = 0;
+    const void* pages = MapCopy(image.data(), image.size(), &mapped);
+    if (pages != nullptr) {
+      out.rows = static_cast<const CfiRow*>(pages);
+      out.index = reinterpret_cast<const uint32_t*>(static_cast<const unsigned char*>(pages) +
+                                                    rows.size() * sizeof(CfiRow));
+      out.row_count = static_cast<uint32_t>(rows.size());
+      out.index_count = granules;
+      out.mapped = mapped;
+    }
+  }
+  g_stat_skipped.fetch_add(skipped, std::memory_order_relaxed);
+  g_stat_decode_ns.fetch_add(static_cast<uint64_t>(NowNs() - start), std::memory_order_relaxed);
+  return out;
+}
+
+void Apply(const Decoded& d, Record* r) {
+  r->tried = true;
+  if (d.rows == nullptr) return;
+  r->rows = d.rows;
+  r->index = d.index;
+  r->row_count = d.row_count;
+  r->index_count = d.index_count;
+  r->mapped = d.mapped;
+  g_stat_decoded.fetch_add(1, std::memory_order_relaxed);
+  g_stat_rows.fetch_add(d.row_count, std::memory_order_relaxed);
+  g_stat_bytes.fetch_add(d.mapped, std::memory_order_relaxed);
+}
+
+// The collector changes the tables under this lock, and fork() takes it
+// (pthread_atfork): a child never inherits them half changed (a records
+// vector mid-reallocation). It is held for the bookkeeping only, never
+// while decoding or calling into the loader.
+pthread_mutex_t g_commit_mu = PTHREAD_MUTEX_INITIALIZER;
+
+class CommitLock {
+ public:
+  CommitLock() { pthread_mutex_lock(&g_commit_mu); }
+  ~CommitLock() { pthread_mutex_unlock(&g_commit_mu); }
+  CommitLock(const CommitLock&) = delete;
+  CommitLock& operator=(const CommitLock&) = delete;
+};
+
+void RegisterForkHandlersOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    pthread_atfork([] { pthread_mutex_lock(&g_commit_mu); },
+                   [] { pthread_mutex_unlock(&g_commit_mu); },
+                   [] { pthread_mutex_unlock(&g_commit_mu); });
+  });
+}
+
+// False when the snapshot could not be made (no memory): the old one stays.
+bool Publish(Tables* t) {
+  std::vector<CfiObject> objects;
+  for (size_t id = 0; id < t->records.size(); ++id) {
+    const Record& r = t->records[id];
+    if (!r.present) continue;
+    objects.push_back(CfiObject{r.lo, r.hi, r.source.base, r.rows, r.index, r.row_count,
+                                r.index_count, static_cast<uint32_t>(id)});
+  }
+  std::sort(objects.begin(), objects.end(),
+            [](const CfiObject& a, const CfiObject& b) { return a.lo < b.lo; });
+  std::vector<CfiObject> kept;  // overlaps cannot be searched: the first one wins
+  for (const CfiObject& o : objects) {
+    if (kept.empty() || o.lo >= kept.back().hi) kept.push_back(o);
+  }
+  const size_t bytes = offsetof(CfiSnapshot, objects) + std::max<size_t>(kept.size(), 1) *
+                                                            sizeof(CfiObject);
+  std::vector<unsigned char> image(bytes, 0);
+  auto* snap = reinterpret_cast<CfiSnapshot*>(image.data());
+  snap->count = static_cast<uint32_t>(kept.size());
+  snap->unloads = t->unloads;
+  std::copy(kept.begin(), kept.end(), snap->objects);
+  size_t mapped = 0;
+  const void* copy = MapCopy(image.data(), bytes, &mapped);
+  if (copy == nullptr) return false;
+  g_snapshot.store(static_cast<const CfiSnapshot*>(copy), std::memory_order_seq_cst);
+  if (t->current.at != nullptr) t->retired.push_back(t->current);
+  t->current = Mapping{copy, mapped};
+  return true;
+}
+
+}  // namespace
+
+namespace {
+CfiFound SearchTables(const CfiSnapshot* snap, uintptr_t pc, CfiRow* row);
+}  // namespace
+
+CfiReadSection::CfiReadSection() {
+  g_readers.fetch_add(1, std::memory_order_seq_cst);
+  snapshot_ = g_snapshot.load(std::memory_order_seq_cst);
+}
+
+CfiReadSection::~CfiReadSection() { g_readers.fetch_sub(1, std::memory_order_seq_cst); }
+
+void CfiWantTables() { g_tables_wanted.store(true, std::memory_order_relaxed); }
+
+void CfiDecodeAllLoaded() {
+  g_decode_all.store(true, std::memory_order_relaxed);
+  CfiWantTables();
+}
+
+CfiFound CfiLookup(const CfiSnapshot* snap, uintptr_t pc, CfiRow* row) {
+  if (snap == nullptr) {
+    if (!g_tables_wanted.load(std::memory_order_relaxed)) CfiWantTables();
+    return CfiFound::kNoObject;
+  }
+  if (snap->count == 0) return CfiFound::kNoObject;
+  std::atomic<uint64_t>& cached = g_row_cache[CacheSlot(pc)];
+  if (UnpackCached(cached.load(std::memory_order_relaxed), pc, snap->unloads, row)) {
+    return CfiFound::kRow;
+  }
+  const CfiFound found = SearchTables(snap, pc, row);
+  if (found == CfiFound::kRow) {
+    if (const uint64_t word = PackCached(pc, *row, snap->unloads); word != 0) {
+      cached.store(word, std::memory_order_relaxed);
+    }
+  }
+  return found;
+}
+
+namespace {
+
+CfiFound SearchTables(const CfiSnapshot* snap, uintptr_t pc, CfiRow* row) {
+  // The last object starting at or below pc.
+  uint32_t lo = 0, hi = snap->count;
+  while (hi - lo > 1) {
+    const uint32_t mid = lo + (hi - lo) / 2;
+    if (snap->objects[mid].lo <= pc) lo = mid; else hi = mid;
+  }
+  const CfiObject& o = snap->objects[lo];
+  if (pc < o.lo || pc >= o.hi) return CfiFound::kNoObject;
+  if (o.rows == nullptr) {
+    if (o.id < kCfiMaxObjects) g_wanted[o.id].store(1, std::memory_order_relaxed);
+    g_misses.fetch_add(1, std::memory_order_relaxed);
+    return CfiFound::kNotBuilt;
+  }
+  const uintptr_t offset = pc - o.base;
+  if (offset > UINT32_MAX || o.row_count == 0 || o.rows[0].pc_offset > offset) {
+    *row = CfiRow{0, 0, 0, kCfiNone, 0};
+    return CfiFound::kRow;
+  }
+  const uintptr_t granule = offset >> kCfiIndexShift;
+  if (granule >= o.index_count) {
+    *row = o.rows[o.row_count - 1];  // past the last FDE: its end row (no FDE)
+    return CfiFound::kRow;
+  }
+  // The rows covering this granule: from the one at its start up to the one
+  // at the next granule's start.
+  uint32_t a = o.index[granule];
+  uint32_t b = granule + 1 < o.index_count ? o.index[granule + 1] + 1 : o.row_count;
+  if (b > o.row_count || a >= b) {
+    *row = CfiRow{0, 0, 0, kCfiNone, 0};  // a damaged index: no row rather than a wrong one
+    return CfiFound::kRow;
+  }
+  while (b - a > 1) {
+    const uint32_t mid = a + (b - a) / 2;
+    if (o.rows[mid].pc_offset <= offset) a = mid; else b = mid;
+  }
+  *row = o.rows[a];
+  return CfiFound::kRow;
+}
+
+}  // namespace
+
+namespace {
+
+void MaintainOnce() {
+  if (g_tables == nullptr) {
+    auto* fresh = new Tables;
+    CommitLock lock;
+    g_tables = fresh;
+  }
+  Tables* t = g_tables;
+  bool changed = false;
+  uint64_t adds = 0, subs = 0;
+  if (Counters(&adds, &subs) && (adds != t->adds || subs != t->subs)) {
+    std::vector<Scanned> scanned = ScanObjects();  // the loader's lock, not ours
+    CommitLock lock;
+    t->adds = adds;
+    t->subs = subs;
+    std::vector<bool> seen(t->records.size(), false);
+    for (Scanned& s : scanned) {
+      size_t id = 0;
+      while (id < t->records.size()) {
+        const Record& r = t->records[id];
+        if (r.present && r.bias == s.bias && r.lo == s.lo && r.hi == s.hi && r.name == s.name) break;
+        ++id;
+      }
+      if (id == t->records.size()) {
+        // A new object takes the id of one unloaded before (its rows are
+        // retired already): ids kept for good ran out after ~1000
+        // load/unload cycles, and no object loaded later got rows again.
+        // A want flag a handler sets for the old object's pc from an old
+        // snapshot asks at most for one early decode of the new one.
+        size_t free_id = 0;
+        while (free_id < t->records.size() && t->records[free_id].present) ++free_id;
+        if (free_id == t->records.size() &&
+            t->records.size() >= static_cast<size_t>(kCfiMaxObjects)) {
+          continue;
+        }
+        Record r;
+        r.name = std::move(s.name);
+        r.bias = s.bias;
+        r.lo = s.lo;
+        r.hi = s.hi;
+        r.source = s.source;
+        if (free_id < t->records.size()) {
+          t->records[free_id] = std::move(r);
+          seen[free_id] = true;
+          if (free_id < static_cast<size_t>(kCfiMaxObjects)) {
+            g_wanted[free_id].store(0, std::memory_order_relaxed);
+          }
+        } else {
+          t->records.push_back(std::move(r));
+          seen.push_back(true);
+        }
+        changed = true;
+      } else {
+        seen[id] = true;
+      }
+    }
+    for (size_t id = 0; id < t->records.size(); ++id) {
+      Record& r = t->records[id];
+      if (!r.present || seen[id]) continue;
+      r.present = false;  // unloaded: its rows go once no handler reads them
+      ++t->unloads;       // and cached rows of its addresses are stale
+      if (r.rows != nullptr) {
+        // Unmapped only after a snapshot without it is out: the current one
+        // still points at them.
+        t->unpublished.push_back(Mapping{r.rows, r.mapped});
+        g_stat_decoded.fetch_sub(1, std::memory_order_relaxed);  // the stats are of what is loaded
+        g_stat_rows.fetch_sub(r.row_count, std::memory_order_relaxed);
+        g_stat_bytes.fetch_sub(r.mapped, std::memory_order_relaxed);
+      }
+      r.rows = nullptr;
+      changed = true;
+    }
+  }
+  int present = 0;
+  // Only this thread changes the records, so reading them needs no lock.
+  for (size_t id = 0; id < t->records.size(); ++id) {
+    if (!t->records[id].present) continue;
+    ++present;
+    if (t->records[id].tried) continue;
+    const bool wanted = g_wanted[id].exchange(0, std::memory_order_relaxed) != 0;
+    if (!wanted && !g_decode_all.load(std::memory_order_relaxed)) continue;
+    // The temporaries come from mmap (MmapAllocator), which throws when the
+    // program's RLIMIT_AS leaves no room: the object keeps no rows (its
+    // frames are walked by frame pointer), the program runs on.
+    Decoded d;
+    try {
+      d = Decode(t->records[id]);
+    } catch (const std::bad_alloc&) {
+      d = Decoded{};
+    }
+    CommitLock lock;
+    Apply(d, &t->records[id]);
+    changed = true;
+  }
+  g_stat_objects.store(present, std::memory_order_relaxed);
+  if (changed) {
+    CommitLock lock;
+    if (Publish(t)) {
+      t->retired.insert(t->retired.end(), t->unpublished.begin(), t->unpublished.end());
+      t->unpublished.clear();
+    }
+  }
+  if (!t->retired.empty() && g_readers.load(std::memory_order_seq_cst) == 0) {
+    CommitLock lock;
+    for (const Mapping& m : t->retired) munmap(const_cast<void*>(m.at), m.size);
+    t->retired.clear();
+  }
+}
+
+}  // namespace
+
+void CfiMaintain() {
+  if (!g_tables_wanted.load(std::memory_order_relaxed)) return;
+  RegisterForkHandlersOnce();
+  try {
+    MaintainOnce();
+  } catch (const std::bad_alloc&) {
+    // No memory for the bookkeeping (a program near its RLIMIT_AS): try
+    // again at the next tick; walks use what is published.
+  }
+}
+
+CfiStats CfiTableStats() {
+  CfiStats s;
+  s.objects = g_stat_objects.load(std::memory_order_relaxed);
+  s.decoded = g_stat_decoded.load(std::memory_order_relaxed);
+  s.rows = g_stat_rows.load(std::memory_order_relaxed);
+  s.bytes = g_stat_bytes.load(std::memory_order_relaxed);
+  s.decode_ns = g_stat_decode_ns.load(std::memory_order_relaxed);
+  s.misses = g_misses.load(std::memory_order_relaxed);
+  s.skipped_fdes = g_stat_skipped.load(std::memory_order_relaxed);
+  return s;
+}
+
+std::string DescribeCfiStats(const CfiStats& s) {
+  return std::to_string(s.decoded) + " of " + std::to_string(s.objects) + " objects decoded, " +
+         std::to_string(s.rows) + " rows (" + std::to_string(s.bytes >> 10) + " KiB) in " +
+         std::to_string(s.decode_ns / 1000000) + " ms; " + std::to_string(s.misses) +
+         " frames before their object's rows; " + std::to_string(s.skipped_fdes) +
+         " FDEs skipped";
+}
+
+}  // namespace dlprof

@@ -1,0 +1,46 @@
+// Reads of a thread's stack from the signal handler, checked against the
+// thread's StackBounds first, so a corrupt frame chain ends a walk instead of
+// faulting. Shared by the frame-pointer and CFI unwinders.
+#ifndef DLPROF_BACKENDS_STACK_READER_H_
+#define DLPROF_BACKENDS_STACK_READER_H_
+
+#include <cstdint>
+
+#include "backends/unwinder.h"
+
+namespace dlprof {
+
+// Above this no user-space code runs (x86_64 with 5-level paging: 2^57;
+// aarch64: 2^52). A "return address" up there is data the walk misread
+// (a frame pointer used as a general register), never a caller; kept, it
+// would even read as a Python frame (DLPROF_PY_FRAME_BIT) in the reader.
+constexpr uintptr_t kUserAddressLimit = uintptr_t{1} << 57;
+
+// True when `pc` can be an address of user code. Async-signal-safe.
+inline bool PlausibleUserPc(uintptr_t pc) { return pc != 0 && pc < kUserAddressLimit; }
+
+class StackReader {
+ public:
+  explicit StackReader(const StackBounds& b) : lo_(b.lo), hi_(b.hi) {}
+  bool usable() const { return hi_ > lo_ && hi_ - lo_ >= 16; }
+  // True (and *out set) if the aligned word at `addr` lies inside the bounds.
+  // This function is safe to call from asynchronous signals.
+  // Not instrumented by ASan: a frame pointer from code built without one
+  // (libbz2, libc) points anywhere in the stack, often into an instrumented
+  // frame's locals, and reading the word there is the walk's job (the bounds
+  // keep it in the stack); ASan calls that a stack-buffer-overflow when the
+  // word overlaps a redzone, and the profiled program died of it.
+  __attribute__((no_sanitize("address"))) bool Read(uintptr_t addr, uintptr_t* out) const {
+    if ((addr & 7) != 0 || addr < lo_ || addr > hi_ - sizeof(uintptr_t)) return false;
+    *out = *reinterpret_cast<const uintptr_t*>(addr);
+    return true;
+  }
+
+ private:
+  uintptr_t lo_;
+  uintptr_t hi_;
+};
+
+}  // namespace dlprof
+
+#endif  // DLPROF_BACKENDS_STACK_READER_H_

@@ -1,0 +1,343 @@
+// The collector thread: every tick (10 ms on average, 50 ms while all is
+// steady) it serves the mailbox, drains the rings, takes the wall ticks and
+// writes chunks (core/collector.h); it ends the file when the session ends
+// for a reason the exiting thread cannot write down itself.
+#include <dirent.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#include "core/fault_handler.h"
+#include "core/proc_maps.h"
+#include "core/python_frames.h"
+#include "core/session.h"
+#include "core/session_internal.h"
+#include "core/signal_handler.h"
+#include "core/signals.h"
+
+namespace dlprof {
+
+std::atomic<bool> g_collector_running{false};
+
+namespace {
+
+// A futex word: 1 once the collector thread runs its own code.
+std::atomic<uint32_t> g_collector_entered{0};
+std::atomic<pid_t> g_collector_tid{0};
+
+// True when every thread of the process but the calling one (the collector)
+// has ended: gone, or a zombie (the main thread after pthread_exit).
+bool NoProgramThreadLeft() {
+  DIR* d = opendir("/proc/self/task");
+  if (d == nullptr) return false;
+  const pid_t self = CurrentTid();
+  bool none = true;
+  while (dirent* e = readdir(d)) {
+    const pid_t tid = static_cast<pid_t>(atoi(e->d_name));
+    if (tid <= 0 || tid == self) continue;
+    const char state = ThreadState(tid);
+    if (state != 0 && state != 'Z' && state != 'X') {  // 0: gone meanwhile
+      none = false;
+      break;
+    }
+  }
+  closedir(d);
+  return none;
+}
+
+// What glibc does when the process's last thread returns or calls
+// pthread_exit: exit(0), which runs the atexit handlers (dlprof's among them)
+// and flushes stdio. Here on the collector, with the program's signals open
+// to it as they would be to a program thread.
+[[noreturn]] void EndProcessAsLastThread() {
+  sigset_t none;
+  sigemptyset(&none);
+  RealPthreadSigmask(SIG_SETMASK, &none, nullptr);
+  exit(0);
+}
+
+// Whether the collector has more to do: the session records, or it is
+// ending for a cause the collector writes down (the exiting thread writes
+// its own END, under the collector lock).
+bool CollectorHasWork() {
+  const Phase phase = g_state.phase();
+  return IsRecording(phase) || (phase == Phase::kEnding && g_state.end_cause() != kEndExit);
+}
+
+// A request is waiting: the collector does not sleep before serving it.
+bool RequestWaiting() {
+  return g_mailbox.Pending() != 0 || g_mailbox.flush_requested() != g_mailbox.flush_done();
+}
+
+std::string EndText(int cause) {
+  if (cause == kEndQuickExit) return "_exit " + std::to_string(g_state.end_status());
+  if (cause == kEndSeccomp) return "seccomp";
+  return "signal " + std::to_string(cause);
+}
+
+// The process is about to die of a signal it does not handle, to _exit(),
+// or to install a seccomp filter: end the file properly (END chunk).
+// Collector lock held.
+void WriteEnd(int64_t now) {
+  g_sampler.active.store(false);
+  DisarmAllLiveThreads();
+  NoteUnwinderState(g_collector);
+  g_collector->SetProcessField("end", EndText(g_state.end_cause()));
+  g_collector->Finish(now);
+  g_state.Apply(PhaseEvent::kEndWritten);
+}
+
+// The baseline's steps are done (here or in the parent): arm, from now on.
+// Collector lock held.
+void EndBaseline(int64_t now) {
+  if (!G->waiting_for_baseline || g_baseline_remaining->load() > 0) return;
+  G->waiting_for_baseline = false;
+  g_collector->SetProcessField("sampling_start_ns", std::to_string(now));
+  if (g_state.Apply(PhaseEvent::kBaselineDone)) ArmAllLiveThreads();
+}
+
+// The off-signal work that does not need the collector lock.
+void UnlockedChores() {
+  // The unwinder's own (the cfi tables of new objects), outside the lock: a
+  // fork need not wait for it. After the first sleep, so a process that
+  // lives a few ms decodes nothing.
+  if (Unwinder* u = g_sampler.unwinder; u != nullptr) u->Maintain();
+  // A SIGPROF handler installed around the interposer (sigset(), a raw
+  // syscall): step aside within a tick. Not under the collector lock (the
+  // check takes the signal views' lock, which fork takes first).
+  SigprofTakenBehindOurBack();
+  if (FaultHandlerLost()) {
+    // Python frames need dlprof's fault handler; CPU samples go on without them.
+    StopPythonFrames();
+    G->python_state = "off: the program replaced dlprof's SIGSEGV/SIGBUS handler";
+    WarnLine("dlprof: SIGSEGV/SIGBUS handler replaced by the program; Python frames off\n");
+    pthread_mutex_lock(&g_collector_mu);
+    if (g_collector != nullptr) g_collector->SetProcessField("python_frames", G->python_state);
+    pthread_mutex_unlock(&g_collector_mu);
+  }
+}
+
+void* CollectorMain(void*) {
+  g_collector_tid.store(CurrentTid(), std::memory_order_relaxed);
+  g_collector_entered.store(1, std::memory_order_release);
+  syscall(SYS_futex, &g_collector_entered, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+  sigset_t all;
+  sigfillset(&all);
+  RealPthreadSigmask(SIG_BLOCK, &all, nullptr);  // signals go to the program's threads
+  // The tick period. Each wake-up costs ~60-90 us of CPU on a VM (a bare
+  // 100 Hz sleep loop is 1.2% of a core there: BENCHMARKS.md), so in light
+  // mode the collector ticks kSlowTickFactor times less often once every
+  // thread has been steady (running the whole tick, or blocked all of it, in
+  // the same stage) for kSteadyTicksBeforeSlow ticks and no buffer exists,
+  // and goes back to the fast period at the first tick that sees a change.
+  // Wall records carry their own wall time, so only the resolution of the
+  // stage attribution of a steady thread's wall time is coarser meanwhile;
+  // its CPU samples keep their rate. Detailed mode always ticks fast.
+  constexpr int kSlowTickFactor = 5;
+  constexpr int kSteadyTicksBeforeSlow = 10;
+  const int64_t fast_period = G->config.snapshot_ms * 1000000LL;
+  const int64_t slow_period = G->config.mode == Mode::kLight ? fast_period * kSlowTickFactor : fast_period;
+  int steady_ticks = 0;
+  bool ended_for_exec = false;  // END "exec" written; nothing more until a re-arm
+  int64_t next = MonotonicNs();
+  int64_t last_flush = next;
+  // Each interval is drawn uniformly from 0.5 to 1.5 periods. On a fixed grid
+  // the ticks alias with a program that repeats itself every period: rt_workload's
+  // 1/3/6 ms cycle of stages a/b/c came out 100% c (or 100% a) in wall time.
+  // With independent intervals the phase at a tick is independent of the
+  // interval it closes, so neither the state it samples nor the wall time it
+  // weighs that state with is biased; the mean rate is unchanged.
+  uint64_t rng = static_cast<uint64_t>(next) ^ (static_cast<uint64_t>(getpid()) << 32) ^ 0x9e3779b97f4a7c15ULL;
+  while (CollectorHasWork()) {
+    const uint32_t wake_seen = g_mailbox.WakeCount();
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;  // xorshift64
+    const int64_t period = steady_ticks >= kSteadyTicksBeforeSlow ? slow_period : fast_period;
+    next += period / 2 + static_cast<int64_t>(rng % static_cast<uint64_t>(period + 1));
+    int64_t now = MonotonicNs();
+    if (next < now) next = now;  // fell behind (suspended): don't burst
+    // The once-a-second flush is never later for a slow tick.
+    const int64_t deadline = std::min(next, std::max<int64_t>(now, last_flush + 1000000000LL));
+    if (RequestWaiting() || g_mailbox.Sleep(deadline, wake_seen)) {
+      next = MonotonicNs();  // woken for a request: the next tick is a period from now
+      steady_ticks = 0;
+    }
+    UnlockedChores();
+    pthread_mutex_lock(&g_collector_mu);
+    if (!CollectorHasWork() || g_collector == nullptr) {
+      pthread_mutex_unlock(&g_collector_mu);
+      break;
+    }
+    // The flush tickets first, then the requests: a request posted before
+    // its poster took a ticket (BeforeExec) is then served by the flush that
+    // answers the ticket. (The other way round, a flush published for a
+    // ticket whose exec request was left for the next tick: the exec went
+    // ahead and the file had no END.)
+    const uint64_t requested = g_mailbox.flush_requested();
+    const uint32_t requests = g_mailbox.Take();  // each is served in this tick
+    now = MonotonicNs();
+    if (requests & kRequestDisarm) DisarmAllLiveThreads();
+    EndBaseline(now);
+    RecordSamplingOff(g_collector);
+    if (requests & kRequestWorker) ApplyPendingWorker(g_collector);
+    steady_ticks = g_collector->SnapshotTick(now) ? 0 : steady_ticks + 1;
+    g_collector->Drain();
+    if (g_main_thread_exited.load(std::memory_order_acquire) && NoProgramThreadLeft()) {
+      pthread_mutex_unlock(&g_collector_mu);
+      EndProcessAsLastThread();
+    }
+    if (g_state.phase() == Phase::kEnding) {
+      // exit() asked for it meanwhile (it waits for this lock): its thread
+      // writes the END.
+      if (g_state.end_cause() == kEndExit) {
+        pthread_mutex_unlock(&g_collector_mu);
+        break;
+      }
+      WriteEnd(now);
+      g_mailbox.PublishFlushDone(requested);  // releases the waiter
+      pthread_mutex_unlock(&g_collector_mu);
+      break;
+    }
+    if (requests & kRequestRearm) {  // an exec failed: sample again
+      ended_for_exec = false;
+      if (G->timer != nullptr && G->timer->SurvivesExec()) {
+        std::string error;
+        G->timer->Start(kProfilingSignal, G->config.hz, &error);
+      }
+      ArmAllLiveThreads();
+    }
+    const bool exec_end = (requests & kRequestExecEnd) != 0;
+    if (exec_end) {
+      DisarmAllLiveThreads();
+      if (G->timer->SurvivesExec()) G->timer->Stop();  // it would kill the new image
+      NoteUnwinderState(g_collector);
+      g_collector->SetProcessField("end", "exec");
+    } else if (ended_for_exec) {
+      // The file ends with END until the exec fails: nothing after it, or a
+      // reader takes the file for one that died. (The exec's poster may get
+      // its ticket only after the END went out: that flush is answered here.)
+      g_mailbox.PublishFlushDone(requested);
+      pthread_mutex_unlock(&g_collector_mu);
+      if (requests & kRequestPause) break;
+      continue;
+    }
+    if (now - last_flush >= 1000000000LL || requested != g_mailbox.flush_done() || exec_end ||
+        G->write_every_tick) {
+      if (!g_collector->Flush() || (exec_end && !g_collector->WriteEnd(now))) {
+        // Disk full, file size limit, I/O error: Flush said so in one line.
+        // Nothing more can be kept, so nothing more is collected: timers
+        // disarmed, this thread ends, annotations fall back to a branch.
+        StopSampling(kOutputFailed);
+        g_state.Apply(PhaseEvent::kOutputFailed);
+        g_mailbox.PublishFlushDone(requested);
+        pthread_mutex_unlock(&g_collector_mu);
+        break;
+      }
+      last_flush = now;
+      ended_for_exec = exec_end;
+      g_mailbox.PublishFlushDone(requested);
+    }
+    pthread_mutex_unlock(&g_collector_mu);
+    if (requests & kRequestPause) break;
+  }
+  g_collector_running.store(false);
+  g_mailbox.WakeFlushWaiters();  // a waiter need not wait for an answer that cannot come
+  return nullptr;
+}
+
+}  // namespace
+
+void RecordSamplingOff(Collector* c) {
+  const int reason = g_state.off_reason();
+  if (reason == kSamplingOn || reason == kOutputFailed || G->sampling_off_recorded) return;
+  G->sampling_off_recorded = true;
+  c->SetProcessField("cpu_sampling", OffReasonText(reason));
+  c->SetProcessField("cpu_sampling_off_ns", std::to_string(g_state.off_ns()));
+}
+
+// Records a pending dlprof_set_worker in the profile. Collector lock held.
+void ApplyPendingWorker(Collector* c) {
+  int id;
+  if (!g_mailbox.TakeWorker(&id)) return;
+  G->worker = id;
+  G->role = "worker";
+  c->SetProcessField("worker", std::to_string(id));
+  c->SetProcessField("role", "worker");
+}
+
+// What the unwinder has to say of its state (the cfi tables' sizes and
+// misses), as a process fact written with the file's end.
+void NoteUnwinderState(Collector* c) {
+  if (g_sampler.unwinder == nullptr) return;
+  if (std::string state = g_sampler.unwinder->Describe(); !state.empty()) {
+    c->SetProcessField("unwinder_state", state);
+  }
+}
+
+bool StartCollectorThread() {
+  pthread_t thread;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  g_collector_running.store(true);
+  g_collector_entered.store(0);
+  int rc = StartInternalThread(&thread, &attr, CollectorMain, nullptr);
+  pthread_attr_destroy(&attr);
+  if (rc != 0) {
+    g_collector_running.store(false);
+    return false;
+  }
+  // Returns once the thread runs CollectorMain (at most 1 s), i.e. once the
+  // sanitizer's thread start, if any, is over. ASan's allocates (its thread
+  // start runs pthread_getattr_np, which frees), and a fork() right after
+  // start (a program that forks its workers at once) copied its allocator
+  // lock held into the child, whose own collector then waited for it for
+  // ever. Past this point the collector does its work under g_collector_mu,
+  // which LockForFork holds across fork().
+  // (A futex, not a sleep loop: each sleep of 100 us took up to a
+  // millisecond on a VM, at every process start.)
+  const int64_t deadline = MonotonicNs() + 1000000000LL;
+  while (g_collector_entered.load(std::memory_order_acquire) == 0) {
+    const int64_t left = deadline - MonotonicNs();
+    if (left <= 0) break;
+    const timespec wait{static_cast<time_t>(left / 1000000000), static_cast<long>(left % 1000000000)};
+    syscall(SYS_futex, &g_collector_entered, FUTEX_WAIT_PRIVATE, 0, &wait, nullptr, 0);
+  }
+  return true;
+}
+
+bool PauseCollector() {
+  if (!OwnSession()) return false;
+  return StopCollectorThread();
+}
+
+bool StopCollectorThread() {
+  if (!g_collector_running.load(std::memory_order_acquire)) return false;
+  g_mailbox.Post(kRequestPause);
+  // Until its task is gone, not only its loop: the kernel counts threads.
+  const pid_t tid = g_collector_tid.load(std::memory_order_relaxed);
+  const timespec step{0, 100000};
+  for (int i = 0; i < 20000; ++i) {
+    if (!g_collector_running.load(std::memory_order_acquire) &&
+        (tid <= 0 || (syscall(SYS_tgkill, getpid(), tid, 0) != 0 && errno == ESRCH))) {
+      break;
+    }
+    nanosleep(&step, nullptr);
+  }
+  return true;
+}
+
+void ResumeCollector(bool paused) {
+  g_mailbox.Withdraw(kRequestPause);  // (not taken if the collector had ended already)
+  if (paused && OwnSession()) StartCollectorThread();
+}
+
+}  // namespace dlprof

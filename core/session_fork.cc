@@ -1,0 +1,152 @@
+// fork(): every dlprof lock is held across it (pthread_atfork), samples in
+// flight are fenced off, and the child starts its own profile as a worker.
+#include <time.h>
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+
+#include "core/annotations.h"
+#include "core/proc_maps.h"
+#include "core/session_internal.h"
+#include "core/signal_handler.h"
+#include "core/signals.h"
+
+namespace dlprof {
+
+namespace {
+
+
+// No sample may be inside libunwind on another thread when fork() copies the
+// process: it could hold libunwind's lock, which the child would then inherit
+// held, with no thread to release it. While the fence is up, new samples
+// unwind by frame pointers (no lock, no loader); this waits (bounded) for
+// the ones already running.
+// Samples never wait (the loader is only tried, see proc_maps.h), so this
+// takes microseconds; the bound is for a handler preempted on a crowded
+// machine. If it runs out, the child cannot trust libunwind's lock and
+// unwinds by frame pointers (ResetInForkChild).
+bool g_fence_timed_out = false;  // for the child: read right after fork
+__thread int64_t t_fence_start_ns __attribute__((tls_model("initial-exec"))) = 0;
+void FenceSignalHandlers() {
+  t_fence_start_ns = MonotonicNs();
+  g_sampler.fork_fence.fetch_add(1, std::memory_order_seq_cst);
+  ThreadSlot* self = t_slot;
+  g_fence_timed_out = true;
+  for (int round = 0; round < 20000; ++round) {  // at most ~2 s
+    bool busy = false;
+    for (int i = 0; i < kMaxThreads && !busy; ++i) {
+      ThreadSlot* s = SlotAt(i);
+      busy = s != self && s->in_handler.load(std::memory_order_seq_cst) != 0;
+    }
+    if (!busy) {
+      g_fence_timed_out = false;
+      return;
+    }
+    const timespec pause{0, 100000};
+    nanosleep(&pause, nullptr);
+  }
+}
+
+}  // namespace
+
+// Every dlprof lock is held across fork(), so the child gets each of them
+// free and its data consistent: the stage and buffer tables (a child interns
+// stages too), the collector, the timers.
+void LockForFork() {
+  LockAnnotationsForFork();
+  pthread_mutex_lock(&g_collector_mu);
+  LockTimersForFork();
+  G->fork_seq = G->forks++;
+  // Last: concurrent forks queue on the locks above, and the fence should
+  // only cover this fork's own clone.
+  FenceSignalHandlers();
+}
+
+void UnlockAfterFork() {
+  UnlockTimersAfterFork();
+  pthread_mutex_unlock(&g_collector_mu);
+  UnlockAnnotationsAfterFork();
+  g_sampler.fork_fence.fetch_sub(1, std::memory_order_seq_cst);
+  g_sampler.fork_fence_ns.fetch_add(static_cast<uint64_t>(MonotonicNs() - t_fence_start_ns),
+                                    std::memory_order_relaxed);
+}
+
+// In a fork()ed child: only the forking thread survives. Forget the parent's
+// threads, timers, pending samples and file; start this process's own profile.
+void ResetInForkChild() {
+  g_collector_mu = PTHREAD_MUTEX_INITIALIZER;
+  ResetTimerLockInForkChild();
+  UnlockAnnotationsAfterFork();
+  ResetSignalLockInForkChild();
+  g_sampler.fork_fence.store(0);
+  g_collector_running.store(false);
+  g_mailbox.ResetInForkChild();  // the parent's requests, not ours
+  if (!g_state.recording()) return;
+  G->sampling_off_recorded = false;
+  if (g_collector != nullptr) g_collector->Abandon();  // the parent's; leaked on purpose
+  g_collector = nullptr;
+  ThreadSlot* self = t_slot;
+  for (int i = 0; i < kMaxThreads; ++i) {
+    ThreadSlot* s = SlotAt(i);
+    if (s->state.load() == kSlotFree) continue;
+    G->timer->ForgetInherited(&s->timer);
+    if (s != self) {
+      ResetSlot(s);
+      s->state.store(kSlotFree);
+    }
+  }
+  g_sampler.dropped_nothread.store(0);
+  g_sampler.fork_samples.store(0);
+  g_sampler.fork_fence_ns.store(0);
+  g_session_pid.store(getpid(), std::memory_order_relaxed);
+  ResetBufferStats();
+  ResetAnnotationCounters();
+  // Forked while another thread held the loader's lock: it stays held here.
+  // libunwind would wait for it forever from the signal handler on its next
+  // lookup; frame pointers need no loader.
+  const bool loader_held = LoaderLockInheritedHeld();
+  if (loader_held || g_fence_timed_out) {
+    if (loader_held) MarkLoaderUnusable();
+    std::string fp_error;
+    if (std::unique_ptr<Unwinder> fp = MakeUnwinder("fp", &fp_error)) {
+      G->unwinder = std::move(fp);
+      g_sampler.unwinder = G->unwinder.get();
+      g_sampler.fork_unwinder = G->unwinder.get();
+    } else {
+      StopSampling(kNoUnwinder);
+    }
+  }
+  G->role = "worker";
+  G->worker = G->fork_seq;
+  std::string error;
+  if (!G->timer->Start(kProfilingSignal, G->config.hz, &error)) {
+    Warn("dlprof: forked child cannot restart its timer: " + error);
+    g_sampler.active.store(false);
+    g_state.Apply(PhaseEvent::kLost);
+    return;
+  }
+  if (self != nullptr) {
+    ResetSlot(self);
+    t_tid = CurrentTid();
+    self->tid.store(t_tid);
+    self->timer = ThreadTimer{};
+  }
+  g_collector = OpenCollector();
+  if (g_collector == nullptr) {
+    g_sampler.active.store(false);
+    g_state.Apply(PhaseEvent::kLost);
+    return;
+  }
+  if (loader_held) {
+    g_collector->SetProcessField("loader_lock",
+                                 "inherited held at fork: frame-pointer stacks, no build-ids");
+  } else if (g_fence_timed_out) {
+    g_collector->SetProcessField("fork_fence",
+                                 "a sample was still being taken at fork: frame-pointer stacks");
+  }
+  if (self != nullptr && Armed()) ArmSlot(self);
+  StartCollectorThread();
+}
+
+}  // namespace dlprof

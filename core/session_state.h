@@ -1,0 +1,161 @@
+// The session's state machine and the collector's mailbox.
+//
+// A process's session is in one phase at a time, and every path that starts,
+// steps aside or ends it goes through one table (NextPhase), applied by
+// compare-and-swap: a signal handler, the exiting thread and the collector
+// may race to end the session, and the first one wins. Requests to the
+// collector (flush, end the file for an exec, re-arm, disarm, a worker id,
+// pause) go through one mailbox: bits and a futex word the collector sleeps
+// on. Both are constant-initialised and async-signal-safe, so the library
+// constructor, signal handlers and fork children may use them at any time.
+#ifndef DLPROF_CORE_SESSION_STATE_H_
+#define DLPROF_CORE_SESSION_STATE_H_
+
+#include <atomic>
+#include <cstdint>
+
+namespace dlprof {
+
+enum class Phase : int {
+  kOff,           // no session here: disabled, failed to start, or lost (a fork child)
+  kBaseline,      // recording; timers unarmed until the baseline's steps are done
+  kSampling,      // recording; timers armed
+  kSteppedAside,  // recording stages, steps, buffers, wall time; CPU sampling off for good
+  kEnding,        // an end was asked (exit, _exit, a fatal signal, seccomp); END is being written
+  kEnded,         // the file has its END (or cannot be written): nothing more is collected
+};
+
+enum class PhaseEvent : int {
+  kStart,             // Off -> Sampling
+  kStartBaseline,     // Off -> Baseline
+  kStartSteppedAside, // Off -> SteppedAside (SIGPROF had a handler before start)
+  kBaselineDone,      // Baseline -> Sampling
+  kStepAside,         // Baseline | Sampling -> SteppedAside
+  kEnd,               // any recording phase -> Ending
+  kEndWritten,        // Ending -> Ended
+  kOutputFailed,      // any recording phase, or Ending -> Ended
+  kLost,              // any recording phase -> Off (a fork child that cannot restart)
+};
+
+// The table: whether `event` moves `from`, and where to. Pure.
+bool NextPhase(Phase from, PhaseEvent event, Phase* to);
+const char* PhaseName(Phase phase);
+
+inline bool IsRecording(Phase p) {
+  return p == Phase::kBaseline || p == Phase::kSampling || p == Phase::kSteppedAside;
+}
+
+// Why CPU sampling is off for good (the first reason wins).
+enum OffReason : int {
+  kSamplingOn = 0,
+  kProgramSigprof,      // the program installed a SIGPROF handler (interposed sigaction/signal)
+  kSigprofBehindBack,   // ... by a path the interposer does not see, noticed by the collector
+  kSigprofBeforeStart,  // SIGPROF had a handler before dlprof started
+  kOutputFailed,        // the profile cannot be written (disk full, file size limit)
+  kNoUnwinder,          // a fork child that cannot use its unwinder, and no fallback
+  kSeccompFilter,       // the program installs a seccomp filter (dlprof steps aside)
+};
+const char* OffReasonText(int reason);
+
+// Why the session ends (EndCause): a signal number (> 0), or one of these.
+constexpr int kEndNone = 0;
+constexpr int kEndQuickExit = -1;  // _exit(status)
+constexpr int kEndSeccomp = -2;    // a seccomp filter is going in
+constexpr int kEndExit = -3;       // exit(): the exiting thread writes END itself
+
+class SessionState {
+ public:
+  Phase phase() const { return static_cast<Phase>(phase_.load(std::memory_order_acquire)); }
+  bool recording() const { return IsRecording(phase()); }
+
+  // Moves by `event` if the table allows it from the phase now; returns
+  // whether it moved (false: another path moved first, or the event does
+  // not apply here). This function is safe to call from asynchronous signals.
+  bool Apply(PhaseEvent event);
+
+  // Steps CPU sampling aside for `reason` (first reason wins, with its time)
+  // and, from Baseline or Sampling, moves to SteppedAside. Returns whether
+  // this call set the reason. This function is safe to call from asynchronous signals.
+  bool StepAside(OffReason reason, int64_t now_ns);
+  int off_reason() const { return off_reason_.load(std::memory_order_seq_cst); }
+  int64_t off_ns() const { return off_ns_.load(std::memory_order_relaxed); }
+
+  // Asks for the end (cause as above; a status for _exit): the first cause
+  // wins and moves a recording phase to Ending. Returns whether it did.
+  // This function is safe to call from asynchronous signals.
+  bool BeginEnd(int cause, int status = 0);
+  int end_cause() const { return end_cause_.load(std::memory_order_acquire); }
+  int end_status() const { return end_status_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<int> phase_{static_cast<int>(Phase::kOff)};
+  std::atomic<int> off_reason_{kSamplingOn};
+  std::atomic<int64_t> off_ns_{0};
+  std::atomic<int> end_cause_{kEndNone};
+  std::atomic<int> end_status_{0};
+};
+
+// Requests to the collector, as bits of one word.
+enum Request : uint32_t {
+  kRequestExecEnd = 1u << 0,  // an exec is about to replace the image: disarm, END "exec"
+  kRequestRearm = 1u << 1,    // the exec failed: arm again
+  kRequestDisarm = 1u << 2,   // a disarm that could not take the timer lock
+  kRequestWorker = 1u << 3,   // dlprof_set_worker's id is waiting (TakeWorker)
+  kRequestPause = 1u << 4,    // leave the loop (the thread ends) until started again
+};
+
+class Mailbox {
+ public:
+  // Leaves `requests` (0: only wake) and wakes the collector at once, not at
+  // its next tick. This function is safe to call from asynchronous signals
+  // (errno is kept).
+  void Post(uint32_t requests);
+  // The collector: every request posted so far, cleared.
+  uint32_t Take() { return bits_.exchange(0, std::memory_order_acq_rel); }
+  uint32_t Pending() const { return bits_.load(std::memory_order_acquire); }
+  // Takes back requests not served yet.
+  void Withdraw(uint32_t requests) { bits_.fetch_and(~requests, std::memory_order_acq_rel); }
+  // The collector: read before deciding to sleep; Sleep returns early (true)
+  // once a Post came after that read, else at `deadline_ns` (CLOCK_MONOTONIC).
+  uint32_t WakeCount() const { return wake_.load(std::memory_order_acquire); }
+  bool Sleep(int64_t deadline_ns, uint32_t seen);
+
+  // dlprof_set_worker: the id travels with kRequestWorker.
+  void PostWorker(int id);
+  bool TakeWorker(int* id);
+
+  // Flushes are tickets: a waiter's flush is done once the collector has
+  // published a count at least as large. A poster that needs a request
+  // served before its flush is answered posts it first, then takes its
+  // ticket; the collector reads flush_requested() before Take(). These are
+  // safe to call from asynchronous signals.
+  uint64_t NewFlushTicket();
+  uint64_t flush_requested() const { return flush_requested_.load(std::memory_order_acquire); }
+  uint64_t flush_done() const { return flush_done_.load(std::memory_order_acquire); }
+  void PublishFlushDone(uint64_t requested);
+  // Waits (at most timeout_ms) for `ticket`; gives up early once `answerer`
+  // is false (nobody would answer).
+  bool AwaitFlush(uint64_t ticket, int timeout_ms, const std::atomic<bool>& answerer);
+  // Releases every AwaitFlush to look again (the collector is ending).
+  void WakeFlushWaiters();
+
+  // In a fork child: the parent's requests are not the child's.
+  void ResetInForkChild();
+
+ private:
+  static constexpr int kNoWorker = INT32_MIN;
+  std::atomic<uint32_t> bits_{0};
+  std::atomic<uint32_t> wake_{0};  // futex: bumped by every Post
+  std::atomic<int> worker_{kNoWorker};
+  std::atomic<uint64_t> flush_requested_{0};
+  std::atomic<uint64_t> flush_done_{0};
+  std::atomic<uint32_t> flush_seq_{0};  // futex: bumped after each flush_done_ store
+};
+
+// This process's session and its collector's mailbox.
+extern SessionState g_state;
+extern Mailbox g_mailbox;
+
+}  // namespace dlprof
+
+#endif  // DLPROF_CORE_SESSION_STATE_H_

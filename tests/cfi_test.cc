@@ -1,0 +1,370 @@
+// The "cfi" unwinder's tables and walk, checked against references that are
+// not ours: libdw's CFI interpreter for every row of real objects (libc,
+// libstdc++, CPython's libpython, this test), and libunwind's walk of the
+// same live signal frames.
+#include <dlfcn.h>
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <link.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "backends/cfi_tables.h"
+#include "backends/eh_frame.h"
+#include "backends/unwinder.h"
+
+namespace dlprof {
+namespace {
+
+constexpr char kLibpython[] = "/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0";
+
+struct Object {
+  std::string path;  // of the file
+  uintptr_t bias = 0;
+  LoadedEhFrame frame;
+};
+
+// The loaded object whose path contains `needle` ("" for the main program).
+bool FindObject(const std::string& needle, Object* out) {
+  struct Find {
+    const std::string* needle;
+    Object* out;
+    bool found = false;
+  } f{&needle, out};
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        auto* f = static_cast<Find*>(data);
+        const std::string name = info->dlpi_name != nullptr ? info->dlpi_name : "";
+        const bool match = f->needle->empty() ? name.empty() : name.find(*f->needle) != std::string::npos;
+        if (!match || !FindLoadedEhFrame(info, &f->out->frame)) return 0;
+        f->out->path = name.empty() ? "/proc/self/exe" : name;
+        f->out->bias = info->dlpi_addr;
+        f->found = true;
+        return 1;
+      },
+      &f);
+  return f.found;
+}
+
+// libdw's answer for one address, in the rows' terms.
+struct Reference {
+  bool simple = false;  // CFA = %rsp/%rbp + offset and the return address at CFA - 8
+  bool outermost = false;
+  uint8_t kind = 0;
+  int64_t cfa_offset = 0;
+  bool fp_same = false;
+  bool fp_at_offset = false;
+  int64_t fp_offset = 0;
+};
+
+// A register rule as libdw spells it: call_frame_cfa [+ offset].
+bool CfaPlus(const Dwarf_Op* ops, size_t nops, int64_t* offset) {
+  if (nops == 0 || ops[0].atom != DW_OP_call_frame_cfa) return false;
+  if (nops == 1) {
+    *offset = 0;
+    return true;
+  }
+  if (nops == 2 && ops[1].atom == DW_OP_plus_uconst) {
+    *offset = static_cast<int64_t>(ops[1].number);
+    return true;
+  }
+  if (nops == 3 && ops[1].atom == DW_OP_consts && ops[2].atom == DW_OP_plus) {
+    *offset = static_cast<int64_t>(ops[1].number);
+    return true;
+  }
+  return false;
+}
+
+bool Ask(Dwarf_CFI* cfi, uint64_t file_pc, Reference* ref) {
+  Dwarf_Frame* frame = nullptr;
+  if (dwarf_cfi_addrframe(cfi, file_pc, &frame) != 0) return false;
+  Dwarf_Op* ops = nullptr;
+  size_t nops = 0;
+  Dwarf_Op mem[3];
+  bool ok = true;
+  Dwarf_Op* ra_ops = nullptr;
+  size_t ra_nops = 0;
+  if (dwarf_frame_register(frame, 16, mem, &ra_ops, &ra_nops) != 0) ok = false;
+  if (ok && ra_nops == 0 && ra_ops == mem) ref->outermost = true;
+  int64_t ra_offset = 0;
+  const bool ra_standard = ok && CfaPlus(ra_ops, ra_nops, &ra_offset) && ra_offset == -8;
+  // libdw spells "register + offset" DW_OP_bregx (or DW_OP_bregN).
+  uint64_t cfa_reg = ~uint64_t{0};
+  int64_t cfa_offset = 0;
+  if (ok && dwarf_frame_cfa(frame, &ops, &nops) == 0 && nops == 1) {
+    if (ops[0].atom == DW_OP_bregx) {
+      cfa_reg = ops[0].number;
+      cfa_offset = static_cast<int64_t>(ops[0].number2);
+    } else if (ops[0].atom >= DW_OP_breg0 && ops[0].atom <= DW_OP_breg31) {
+      cfa_reg = ops[0].atom - DW_OP_breg0;
+      cfa_offset = static_cast<int64_t>(ops[0].number);
+    }
+  }
+  if ((cfa_reg == 7 || cfa_reg == 6) && ra_standard) {
+    ref->simple = true;
+    ref->kind = cfa_reg == 7 ? kCfiSp : kCfiFp;
+    ref->cfa_offset = cfa_offset;
+    Dwarf_Op* fp_ops = nullptr;
+    size_t fp_nops = 0;
+    Dwarf_Op fp_mem[3];
+    if (dwarf_frame_register(frame, 6, fp_mem, &fp_ops, &fp_nops) == 0) {
+      if (fp_nops == 0 && fp_ops == nullptr) ref->fp_same = true;
+      ref->fp_at_offset = CfaPlus(fp_ops, fp_nops, &ref->fp_offset);
+    }
+  }
+  free(frame);
+  return ok;
+}
+
+struct Agreement {
+  long rows = 0, checked = 0, agreed = 0, unknown_ours = 0, unknown_both = 0;
+  std::string first_disagreement;
+};
+
+// Every row of the object, at its first address and its last, against libdw.
+Agreement Compare(const Object& o) {
+  Agreement a;
+  CfiRowVector rows;
+  std::string error;
+  long skipped = 0;
+  EXPECT_TRUE(DecodeEhFrame(o.frame.source, &rows, &error, &skipped)) << o.path << ": " << error;
+  EXPECT_EQ(skipped, 0) << o.path;
+  a.rows = static_cast<long>(rows.size());
+  elf_version(EV_CURRENT);
+  const int fd = open(o.path.c_str(), O_RDONLY | O_CLOEXEC);
+  EXPECT_GE(fd, 0) << o.path;
+  if (fd < 0) return a;
+  Elf* elf = elf_begin(fd, ELF_C_READ_MMAP, nullptr);
+  Dwarf_CFI* cfi = elf != nullptr ? dwarf_getcfi_elf(elf) : nullptr;
+  EXPECT_NE(cfi, nullptr) << o.path;
+  for (size_t i = 0; cfi != nullptr && i + 1 < rows.size(); ++i) {
+    const CfiRow& row = rows[i];
+    if (row.kind == kCfiNone) continue;
+    const uint64_t first = o.frame.source.base + row.pc_offset - o.bias;
+    const uint64_t last = o.frame.source.base + rows[i + 1].pc_offset - 1 - o.bias;
+    for (uint64_t file_pc : {first, last}) {
+      Reference ref;
+      if (!Ask(cfi, file_pc, &ref)) continue;  // libdw has no FDE here either
+      ++a.checked;
+      bool same;
+      if (row.kind == kCfiOutermost) {
+        same = ref.outermost;
+      } else if (row.kind == kCfiUnknown || row.kind == kCfiSignal) {
+        same = !ref.simple;
+        ++a.unknown_ours;
+        if (same) ++a.unknown_both;
+      } else {
+        same = ref.simple && ref.kind == row.kind && ref.cfa_offset == row.cfa_offset;
+        if (row.fp_offset == 0) same = same && ref.fp_same;
+        else if (row.fp_offset != INT16_MIN) same = same && ref.fp_at_offset && ref.fp_offset == row.fp_offset;
+      }
+      if (same) {
+        ++a.agreed;
+      } else if (a.first_disagreement.empty()) {
+        char buf[256];
+        snprintf(buf, sizeof(buf),
+                 "%s+%#lx: ours kind %d cfa %d fp %d; libdw simple %d kind %d cfa %ld fp_same %d "
+                 "fp_at %d (%ld) outermost %d",
+                 o.path.c_str(), static_cast<unsigned long>(file_pc), row.kind, row.cfa_offset,
+                 row.fp_offset, ref.simple, ref.kind, static_cast<long>(ref.cfa_offset),
+                 ref.fp_same, ref.fp_at_offset, static_cast<long>(ref.fp_offset), ref.outermost);
+        a.first_disagreement = buf;
+      }
+    }
+  }
+  if (elf != nullptr) elf_end(elf);  // also frees the CFI
+  close(fd);
+  return a;
+}
+
+void ExpectAgreement(const char* needle) {
+  Object o;
+  ASSERT_TRUE(FindObject(needle, &o)) << needle << " is not loaded";
+  const Agreement a = Compare(o);
+  std::printf("[ cfi ] %s: %ld rows, %ld addresses checked, %ld agree; %ld unknown to us (%ld to libdw too)\n",
+              o.path.c_str(), a.rows, a.checked, a.agreed, a.unknown_ours, a.unknown_both);
+  EXPECT_GT(a.rows, 100) << o.path;
+  EXPECT_GT(a.checked, a.rows) << o.path << ": libdw found too few of our rows";
+  EXPECT_EQ(a.agreed, a.checked) << a.first_disagreement;
+}
+
+TEST(CfiRows, AgreeWithLibdwForLibc) { ExpectAgreement("libc.so"); }
+TEST(CfiRows, AgreeWithLibdwForLibstdcxx) { ExpectAgreement("libstdc++"); }
+TEST(CfiRows, AgreeWithLibdwForThisProgram) { ExpectAgreement(""); }
+TEST(CfiRows, AgreeWithLibdwForCPython) {
+  void* python = dlopen(kLibpython, RTLD_LAZY | RTLD_LOCAL);
+  ASSERT_NE(python, nullptr) << kLibpython << " (python3-dev, scripts/setup.sh): " << dlerror();
+  ExpectAgreement("libpython3.11");
+}
+
+// Bytes of a real .eh_frame, damaged at random, in memory with an
+// inaccessible page on each side: any read outside the given range kills the
+// test. The decoder must end every time, with or without rows.
+TEST(CfiRows, DamagedTablesAreReadWithinTheirBoundsAndEnd) {
+  Object libc;
+  ASSERT_TRUE(FindObject("libc.so", &libc));
+  const EhFrameSource& real = libc.frame.source;
+  const size_t size = real.readable_hi - real.readable_lo;
+  const size_t page = 4096;
+  const size_t span = (size + page - 1) / page * page;
+  auto* area = static_cast<unsigned char*>(mmap(nullptr, span + 2 * page, PROT_READ | PROT_WRITE,
+                                                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(area, MAP_FAILED);
+  ASSERT_EQ(mprotect(area, page, PROT_NONE), 0);
+  ASSERT_EQ(mprotect(area + page + span, page, PROT_NONE), 0);
+  // The copy ends where the upper guard starts, so a read past its end faults.
+  unsigned char* copy = area + page + (span - size);
+  std::mt19937_64 rng(12345);
+  const uintptr_t delta = reinterpret_cast<uintptr_t>(copy) - real.readable_lo;
+  EhFrameSource fake{real.eh_frame_hdr + delta, reinterpret_cast<uintptr_t>(copy),
+                     reinterpret_cast<uintptr_t>(copy) + size, real.base + delta};
+  const size_t hdr_at = real.eh_frame_hdr - real.readable_lo;
+  // The range starts at libc's first byte and so takes in its text, whose
+  // TSan shadow is read-only: a plain memcpy of it dies under TSan. The
+  // kernel's copy is not instrumented.
+  std::vector<unsigned char> pristine(size);
+  iovec local{pristine.data(), size};
+  iovec remote{reinterpret_cast<void*>(real.readable_lo), size};
+  ASSERT_EQ(process_vm_readv(getpid(), &local, 1, &remote, 1, 0), static_cast<ssize_t>(size));
+  long total_rows = 0, total_skipped = 0;
+  for (int round = 0; round < 60; ++round) {
+    std::memcpy(copy, pristine.data(), size);
+    // Damage the header's table and the FDEs and CIEs it points at.
+    const int flips = 1 + static_cast<int>(rng() % 400);
+    for (int i = 0; i < flips; ++i) {
+      const size_t at = round % 2 == 0 ? hdr_at + rng() % 4096 : rng() % size;
+      copy[at] = static_cast<unsigned char>(rng());
+    }
+    CfiRowVector rows;
+    std::string error;
+    long skipped = 0;
+    DecodeEhFrame(fake, &rows, &error, &skipped);
+    for (size_t i = 1; i < rows.size(); ++i) {
+      ASSERT_GT(rows[i].pc_offset, rows[i - 1].pc_offset) << "rows must stay sorted";
+    }
+    total_rows += static_cast<long>(rows.size());
+    total_skipped += skipped;
+  }
+  std::printf("[ cfi ] damaged copies: %ld rows kept, %ld FDEs skipped over 60 rounds\n", total_rows,
+              total_skipped);
+  EXPECT_GT(total_skipped, 0) << "the damage should have cost some FDEs";
+  munmap(area, span + 2 * page);
+}
+
+// The walk itself: the same live signal frames, unwound by cfi and by
+// libunwind, in a thread that is deep in libc (qsort calling back into a
+// recursion, so libc's frames without frame pointers are in the middle).
+std::atomic<bool> g_stop{false};
+std::atomic<int> g_compared{0}, g_equal{0};
+Unwinder* g_cfi = nullptr;
+Unwinder* g_reference = nullptr;
+StackBounds g_bounds;
+std::atomic<bool> g_difference_taken{false};
+uintptr_t g_diff_ours[128], g_diff_theirs[128];
+int g_diff_n = 0, g_diff_m = 0;
+
+__attribute__((noinline)) int Spin(int depth);
+
+int Compare(const void* a, const void* b) {
+  Spin(3);
+  return *static_cast<const int*>(a) - *static_cast<const int*>(b);
+}
+
+__attribute__((noinline)) int Spin(int depth) {
+  volatile int sink = 0;
+  if (depth > 0) return Spin(depth - 1) + 1;
+  for (int i = 0; i < 2000; ++i) sink = sink + i;
+  return sink;
+}
+
+void OnSignal(int, siginfo_t*, void* uc) {
+  uintptr_t ours[128], theirs[128];
+  const int n = g_cfi->Unwind(static_cast<const ucontext_t*>(uc), g_bounds, ours, 128);
+  const int m = g_reference->Unwind(static_cast<const ucontext_t*>(uc), g_bounds, theirs, 128);
+  g_compared.fetch_add(1);
+  bool same = n == m;
+  for (int i = 0; same && i < n; ++i) same = ours[i] == theirs[i];
+  if (same) {
+    g_equal.fetch_add(1);
+  } else if (!g_difference_taken.exchange(true)) {
+    std::memcpy(g_diff_ours, ours, sizeof(ours));
+    std::memcpy(g_diff_theirs, theirs, sizeof(theirs));
+    g_diff_n = n;
+    g_diff_m = m;
+  }
+}
+
+std::string Hex(const uintptr_t* pcs, int n) {
+  std::string s;
+  char buf[24];
+  for (int i = 0; i < n; ++i) {
+    snprintf(buf, sizeof(buf), " %#lx", static_cast<unsigned long>(pcs[i]));
+    s += buf;
+  }
+  return s;
+}
+
+void* SortForever(void*) {
+  g_bounds = CurrentStackBounds();
+  std::vector<int> v(64);
+  while (!g_stop.load()) {
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int>((i * 7919) % 64);
+    qsort(v.data(), v.size(), sizeof(int), Compare);
+  }
+  return nullptr;
+}
+
+TEST(CfiUnwinder, WalksLiveFramesAsLibunwindDoes) {
+  std::string error;
+  std::unique_ptr<Unwinder> cfi = MakeUnwinder("cfi", &error);
+  ASSERT_NE(cfi, nullptr) << error;
+  std::unique_ptr<Unwinder> reference = MakeUnwinder("libunwind", &error);
+  ASSERT_NE(reference, nullptr) << error;
+  CfiDecodeAllLoaded();
+  cfi->Maintain();  // this test is the collector: decode the tables now
+  reference->PrepareThread();
+  g_cfi = cfi.get();
+  g_reference = reference.get();
+  struct sigaction sa {};
+  sa.sa_sigaction = OnSignal;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  ASSERT_EQ(sigaction(SIGUSR2, &sa, nullptr), 0);
+  pthread_t thread;
+  ASSERT_EQ(pthread_create(&thread, nullptr, SortForever, nullptr), 0);
+  usleep(20000);
+  for (int i = 0; i < 300; ++i) {
+    pthread_kill(thread, SIGUSR2);
+    usleep(500);
+  }
+  g_stop.store(true);
+  pthread_join(thread, nullptr);
+  signal(SIGUSR2, SIG_DFL);
+  std::printf("[ cfi ] %d of %d live samples identical to libunwind's; %s\n", g_equal.load(),
+              g_compared.load(), cfi->Describe().c_str());
+  // Signals sent while one is pending merge with it: on a loaded machine
+  // fewer than the 300 sent arrive (221 did beside a CI run).
+  ASSERT_GE(g_compared.load(), 100);
+  // Every one: both follow the same CFI, so any difference is a bug in ours.
+  EXPECT_EQ(g_equal.load(), g_compared.load())
+      << "first difference:\n cfi:      " << Hex(g_diff_ours, g_diff_n)
+      << "\n libunwind:" << Hex(g_diff_theirs, g_diff_m);
+}
+
+}  // namespace
+}  // namespace dlprof
