@@ -14,7 +14,6 @@
 #include <cstring>
 #include <mutex>
 #include <new>
-#include <new>
 #include <vector>
 
 namespace dlprof {
@@ -139,6 +138,14 @@ struct Scanned {
   EhFrameSource source;
 };
 
+// How the loaded objects are walked (CfiSetObjectIterator).
+std::atomic<CfiObjectIterator> g_iterate{nullptr};
+bool IterateObjects(int (*callback)(dl_phdr_info*, size_t, void*), void* data) {
+  if (CfiObjectIterator f = g_iterate.load(std::memory_order_acquire)) return f(callback, data);
+  dl_iterate_phdr(callback, data);
+  return true;
+}
+
 bool Describe(const dl_phdr_info* info, Scanned* out) {
   LoadedEhFrame found;
   if (!FindLoadedEhFrame(info, &found)) return false;
@@ -155,7 +162,7 @@ bool Counters(uint64_t* adds, uint64_t* subs) {
     uint64_t adds = 0, subs = 0;
     bool ok = false;
   } out;
-  dl_iterate_phdr(
+  IterateObjects(
       [](dl_phdr_info* info, size_t size, void* data) {
         auto* o = static_cast<Out*>(data);
         if (size >= offsetof(dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs)) {
@@ -171,25 +178,26 @@ bool Counters(uint64_t* adds, uint64_t* subs) {
   return out.ok;
 }
 
-std::vector<Scanned> ScanObjects() {
-  std::vector<Scanned> out;
-  dl_iterate_phdr(
+// False when the loader was busy.
+bool ScanObjects(std::vector<Scanned>* out) {
+  return IterateObjects(
       [](dl_phdr_info* info, size_t, void* data) {
         Scanned s;
         if (Describe(info, &s)) static_cast<std::vector<Scanned>*>(data)->push_back(std::move(s));
         return 0;
       },
-      &out);
-  return out;
+      out);
 }
 
-// True when the object that `r` describes is still loaded where it was.
-bool StillLoaded(const Record& r) {
+enum class Presence { kLoaded, kGone, kLoaderBusy };
+
+// Whether the object that `r` describes is still loaded where it was.
+Presence StillLoaded(const Record& r) {
   struct Find {
     const Record* r;
     bool found = false;
   } f{&r};
-  dl_iterate_phdr(
+  const bool walked = IterateObjects(
       [](dl_phdr_info* info, size_t, void* data) {
         auto* f = static_cast<Find*>(data);
         const char* name = info->dlpi_name != nullptr ? info->dlpi_name : "";
@@ -197,7 +205,8 @@ bool StillLoaded(const Record& r) {
         return f->found ? 1 : 0;
       },
       &f);
-  return f.found;
+  if (!walked) return Presence::kLoaderBusy;
+  return f.found ? Presence::kLoaded : Presence::kGone;
 }
 
 // Copies [lo, hi) of this process's memory with process_vm_readv: an
@@ -227,6 +236,7 @@ struct Decoded {
   const uint32_t* index = nullptr;
   uint32_t row_count = 0, index_count = 0;
   size_t mapped = 0;
+  bool loader_busy = false;  // not tried: at the next tick
 };
 
 // Decodes one object's rows from a copy of its unwind information. Touches
@@ -235,7 +245,12 @@ struct Decoded {
 Decoded Decode(const Record& record) {
   Decoded out;
   const Record* r = &record;
-  if (!StillLoaded(*r)) return out;
+  const Presence presence = StillLoaded(*r);
+  if (presence == Presence::kLoaderBusy) {
+    out.loader_busy = true;
+    return out;
+  }
+  if (presence == Presence::kGone) return out;
   const int64_t start = NowNs();
   // From the header, or from .eh_frame when it comes first (gold puts it
   // before the header; GNU ld and lld after), to the end of its run of
@@ -370,6 +385,10 @@ CfiReadSection::CfiReadSection() {
 
 CfiReadSection::~CfiReadSection() { g_readers.fetch_sub(1, std::memory_order_seq_cst); }
 
+void CfiSetObjectIterator(CfiObjectIterator iterate) {
+  g_iterate.store(iterate, std::memory_order_release);
+}
+
 void CfiWantTables() { g_tables_wanted.store(true, std::memory_order_relaxed); }
 
 void CfiDecodeAllLoaded() {
@@ -452,7 +471,8 @@ void MaintainOnce() {
   bool changed = false;
   uint64_t adds = 0, subs = 0;
   if (Counters(&adds, &subs) && (adds != t->adds || subs != t->subs)) {
-    std::vector<Scanned> scanned = ScanObjects();  // the loader's lock, not ours
+    std::vector<Scanned> scanned;
+    if (!ScanObjects(&scanned)) return;  // the loader busy: at the next tick
     CommitLock lock;
     t->adds = adds;
     t->subs = subs;
@@ -530,6 +550,10 @@ void MaintainOnce() {
       d = Decode(t->records[id]);
     } catch (const std::bad_alloc&) {
       d = Decoded{};
+    }
+    if (d.loader_busy) {
+      if (wanted) g_wanted[id].store(1, std::memory_order_relaxed);
+      continue;
     }
     CommitLock lock;
     Apply(d, &t->records[id]);

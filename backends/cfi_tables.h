@@ -26,12 +26,21 @@
 #ifndef DLPROF_BACKENDS_CFI_TABLES_H_
 #define DLPROF_BACKENDS_CFI_TABLES_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
 #include "backends/eh_frame.h"
 
 namespace dlprof {
+
+// How CfiMaintain walks the loaded objects: calls `callback` as
+// dl_iterate_phdr() would, or returns false without calling it when the
+// loader is busy (the tables then try again at the next tick). The runtime
+// sets one that never waits for the loader's lock and that fork() waits for
+// (core/proc_maps.h TryIterateLoadedObjects); unset, it is dl_iterate_phdr.
+using CfiObjectIterator = bool (*)(int (*callback)(struct dl_phdr_info*, size_t, void*), void* data);
+void CfiSetObjectIterator(CfiObjectIterator iterate);
 
 // Objects we keep track of in one process; more are walked by frame pointer.
 constexpr int kCfiMaxObjects = 1024;

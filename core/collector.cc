@@ -606,9 +606,14 @@ bool Collector::Flush() {
     stacks_count_ = 0;
     stacks_.clear();
   }
-  if (uint64_t gen = LoadedObjectsGeneration(); gen != maps_generation_) {
+  // The loader busy on another thread: at the next flush; at the last one,
+  // without build-ids rather than none.
+  uint64_t gen = 0;
+  std::vector<MapEntry> maps;
+  const bool last = finishing_ && maps_generation_ == UINT64_MAX;
+  if ((LoadedObjectsGeneration(&gen) || last) && gen != maps_generation_ &&
+      ReadExecutableMappings(&maps, last)) {
     maps_generation_ = gen;
-    std::vector<MapEntry> maps = ReadExecutableMappings();
     p.clear();
     PutVarint(&p, maps.size());
     for (const MapEntry& m : maps) {
@@ -716,6 +721,7 @@ void Collector::Finish(int64_t end_ns) {
   // last regular tick (up to 1.5 slow periods earlier).
   SnapshotTick(end_ns);
   Drain();
+  finishing_ = true;
   if (Flush()) WriteEnd(end_ns);
   ReleasePrivate(&kept_);
   opened_ = false;

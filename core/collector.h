@@ -110,6 +110,7 @@ class Collector {
   uint32_t stacks_first_ = 1, stacks_count_ = 0;
 
   uint64_t maps_generation_ = UINT64_MAX;
+  bool finishing_ = false;  // in Finish(): the last flush
   int buffers_written_ = 0;
 
   struct Stream {  // a time-ordered record chunk: SAMPLES, WALL_STATES, SNAPSHOTS, EVENTS

@@ -149,26 +149,86 @@ char ThreadState(int tid) {
   return paren != nullptr && paren[1] == ' ' ? paren[2] : 0;
 }
 
-uint64_t LoadedObjectsGeneration() {
-  if (g_loader_unusable.load(std::memory_order_relaxed)) return 0;
-  BuildIdScan scan;
-  dl_iterate_phdr([](dl_phdr_info* info, size_t, void* data) {
-    *static_cast<uint64_t*>(data) = info->dlpi_adds * 1000003ull + info->dlpi_subs;
-    return 1;  // the counters are the same in every entry: stop at the first
-  }, &scan.generation);
-  return scan.generation;
+namespace {
+// Held by dlprof's threads around their walks of the loaded objects, and by
+// fork() (LockLoaderCallsForFork).
+pthread_mutex_t g_loader_call_mu = PTHREAD_MUTEX_INITIALIZER;
+
+class MutexHold {
+ public:
+  explicit MutexHold(pthread_mutex_t* m) : m_(m) { pthread_mutex_lock(m_); }
+  ~MutexHold() { pthread_mutex_unlock(m_); }
+  MutexHold(const MutexHold&) = delete;
+  MutexHold& operator=(const MutexHold&) = delete;
+
+ private:
+  pthread_mutex_t* m_;
+};
+
+class LoaderTry {
+ public:
+  explicit LoaderTry(pthread_mutex_t* m) : m_(m), held_(m == nullptr || pthread_mutex_trylock(m) == 0) {}
+  ~LoaderTry() {
+    if (m_ != nullptr && held_) pthread_mutex_unlock(m_);
+  }
+  bool held() const { return held_; }
+  LoaderTry(const LoaderTry&) = delete;
+  LoaderTry& operator=(const LoaderTry&) = delete;
+
+ private:
+  pthread_mutex_t* m_;
+  bool held_;
+};
+}  // namespace
+
+bool TryIterateLoadedObjects(int (*callback)(dl_phdr_info*, size_t, void*), void* data) {
+  if (g_loader_unusable.load(std::memory_order_relaxed)) return false;
+  MutexHold calls(&g_loader_call_mu);
+  // The loader's lock is recursive: glibc takes it again at once inside.
+  LoaderTry loader(g_loader_lock);
+  if (!loader.held()) return false;
+  NextIteratePhdr()(callback, data);
+  return true;
 }
 
-std::vector<MapEntry> ReadExecutableMappings() {
+void LockLoaderCallsForFork() { pthread_mutex_lock(&g_loader_call_mu); }
+void UnlockLoaderCallsAfterFork() { pthread_mutex_unlock(&g_loader_call_mu); }
+void ResetLoaderCallsInForkChild() { g_loader_call_mu = PTHREAD_MUTEX_INITIALIZER; }
+
+bool LoadedObjectsGeneration(uint64_t* generation) {
+  uint64_t gen = 0;
+  if (g_loader_unusable.load(std::memory_order_relaxed)) {
+    *generation = 0;  // never changes: the maps are read once
+    return true;
+  }
+  if (!TryIterateLoadedObjects(
+          [](dl_phdr_info* info, size_t, void* data) {
+            *static_cast<uint64_t*>(data) = info->dlpi_adds * 1000003ull + info->dlpi_subs;
+            return 1;  // the counters are the same in every entry: stop at the first
+          },
+          &gen)) {
+    return false;
+  }
+  *generation = gen;
+  return true;
+}
+
+bool ReadExecutableMappings(std::vector<MapEntry>* result, bool last_chance) {
   BuildIdScan scan;
-  if (!g_loader_unusable.load(std::memory_order_relaxed)) dl_iterate_phdr(CollectBuildIds, &scan);
+  if (!g_loader_unusable.load(std::memory_order_relaxed) &&
+      !TryIterateLoadedObjects(CollectBuildIds, &scan) && !last_chance) {
+    return false;
+  }
   char exe[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
   std::string exe_path = n > 0 ? std::string(exe, n) : std::string();
 
   std::vector<MapEntry> out;
   FILE* f = fopen("/proc/self/maps", "re");
-  if (f == nullptr) return out;
+  if (f == nullptr) {
+    result->clear();
+    return true;
+  }
   char line[PATH_MAX + 256];
   while (fgets(line, sizeof(line), f) != nullptr) {
     unsigned long start, end, offset;
@@ -190,7 +250,8 @@ std::vector<MapEntry> ReadExecutableMappings() {
     out.push_back(std::move(m));
   }
   fclose(f);
-  return out;
+  *result = std::move(out);
+  return true;
 }
 
 // Not instrumented by ASan (nor, by the build, TSan): the sanitizer's own

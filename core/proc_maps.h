@@ -21,7 +21,10 @@ struct MapEntry {
 
 // Parses /proc/self/maps (executable, file-backed mappings only) and attaches
 // build-ids read from the loaded objects' PT_NOTE segments in memory.
-std::vector<MapEntry> ReadExecutableMappings();
+// When the loader is busy (TryIterateLoadedObjects): false, with *out
+// untouched, to try again later; or, with `last_chance`, the mappings
+// without build-ids.
+bool ReadExecutableMappings(std::vector<MapEntry>* out, bool last_chance = false);
 
 // The scheduler state letter of thread `tid` of this process ('R', 'S', 'D',
 // 'Z', ...) from /proc/self/task/<tid>/stat, through a descriptor held for
@@ -30,7 +33,8 @@ std::vector<MapEntry> ReadExecutableMappings();
 char ThreadState(int tid);
 
 // Changes whenever an object is loaded or unloaded (dl_iterate_phdr's counters).
-uint64_t LoadedObjectsGeneration();
+// False when the loader was busy (TryIterateLoadedObjects).
+bool LoadedObjectsGeneration(uint64_t* generation);
 
 // glibc's loader guards its list of loaded objects with a recursive mutex
 // (_rtld_global._dl_load_write_lock) that dl_iterate_phdr() takes, and fork()
@@ -58,6 +62,19 @@ extern __thread bool t_in_unwind __attribute__((tls_model("initial-exec")));
 // asynchronous signals when t_in_unwind is set (it then only tries the lock).
 int ProgramDlIteratePhdr(int (*callback)(struct dl_phdr_info*, size_t, void*), void* data);
 uint64_t LoaderBusyLookups();
+// dlprof's own threads (the collector: the maps, the cfi tables) walk the
+// loaded objects only through this. It never waits for the loader's lock:
+// false, without calling `callback`, when another thread holds it (the
+// caller tries again later). And a fork() never copies the process while it
+// runs: LockForFork takes its lock (LockLoaderCallsForFork), so a child
+// never inherits the loader's lock held by a dlprof thread, which would hang
+// the program there at its first dlopen (a DataLoader worker importing a
+// module). Without the loader's lock found (FindLoaderLock) it waits for it.
+// Not signal-safe. Exceptions from `callback` pass through, locks released.
+bool TryIterateLoadedObjects(int (*callback)(dl_phdr_info*, size_t, void*), void* data);
+void LockLoaderCallsForFork();
+void UnlockLoaderCallsAfterFork();
+void ResetLoaderCallsInForkChild();
 // From now on this process never calls dl_iterate_phdr (the maps come from
 // /proc/self/maps alone, without build-ids; the generation stays put).
 void MarkLoaderUnusable();

@@ -21,6 +21,7 @@
 #include <new>
 #include <string>
 
+#include "backends/cfi_tables.h"
 #include "core/exit_exec.h"
 #include "core/proc_maps.h"
 #include "core/python_bootstrap.h"
@@ -208,6 +209,7 @@ void StartSession() {
   bool is_main = true;
   if (!OpenRunFolder(&is_main)) return;
   FindLoaderLock();
+  CfiSetObjectIterator(TryIterateLoadedObjects);
   G->role = is_main ? "main" : "worker";
   g_session_detailed = G->config.mode == Mode::kDetailed;
   if (G->config.baseline_steps > 0) {

@@ -57,6 +57,9 @@ void LockForFork() {
   LockAnnotationsForFork();
   pthread_mutex_lock(&g_collector_mu);
   LockTimersForFork();
+  // After the collector's lock, which the collector holds around its own
+  // walks of the loaded objects (the maps).
+  LockLoaderCallsForFork();
   G->fork_seq = G->forks++;
   // Last: concurrent forks queue on the locks above, and the fence should
   // only cover this fork's own clone.
@@ -64,6 +67,7 @@ void LockForFork() {
 }
 
 void UnlockAfterFork() {
+  UnlockLoaderCallsAfterFork();
   UnlockTimersAfterFork();
   pthread_mutex_unlock(&g_collector_mu);
   UnlockAnnotationsAfterFork();
@@ -76,6 +80,7 @@ void UnlockAfterFork() {
 // threads, timers, pending samples and file; start this process's own profile.
 void ResetInForkChild() {
   g_collector_mu = PTHREAD_MUTEX_INITIALIZER;
+  ResetLoaderCallsInForkChild();
   ResetTimerLockInForkChild();
   UnlockAnnotationsAfterFork();
   ResetSignalLockInForkChild();
