@@ -38,6 +38,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "reports/analysis.h"
 #include "tests/support/files.h"
 #include "tests/support/sanitizer.h"
 #include "tests/support/subprocess.h"
@@ -58,6 +59,8 @@ const std::string kDlprof = std::string(DLPROF_BUILD_DIR) + "/tools/dlprof";
 const std::string kTrain = std::string(DLPROF_SOURCE_DIR) + "/examples/torch/train.py";
 // dlprof's default, and the script's: both leave out the same first steps.
 const int kWarmupSteps = 2;
+// The wait fraction from which the verdict says "high".
+const double kHighLine = kHighWaitFraction;
 
 std::string Show(const ProcessResult& r) {
   std::ostringstream s;
@@ -227,6 +230,22 @@ void CheckRun(const TrainRun& run, const Expected& e) {
     // what was measured (never "high"), not the scenario's name.
     EXPECT_NE(Text(v["severity"]), "high");
     EXPECT_EQ(Text(v["severity"]), measured >= 0.05 ? "moderate" : "none");
+  } else if (std::string(e.severity) == "high" && truth < kHighLine + 0.05) {
+    // An input-bound scenario whose own clock put the wait near the 20% line
+    // that makes it "high": on a CI machine whose cores run the model slower
+    // (its main thread took 0.86 of a core, against 0.5 here) the script
+    // measured 0.17-0.20 where this machine measures 0.5-0.6. Within 0.05 of
+    // the line the severity follows what dlprof measured (itself within 0.05
+    // of the script's, above); the bottleneck must still be the known one.
+    // Far below the line the scenario did not happen, and that fails.
+    ASSERT_GE(truth, kHighLine - 0.05) << "the scenario's own clock says the loop hardly waited:\n"
+                                       << run.proc.out;
+    EXPECT_EQ(Text(v["severity"]), measured >= kHighLine ? "high" : "moderate")
+        << "the script measured " << truth;
+    EXPECT_EQ(v["input_bound"], true);
+    EXPECT_EQ(Text(v["bottleneck_stage"]), e.stage);
+    EXPECT_EQ(Text(v["bottleneck_kind"]), e.kind);
+    EXPECT_EQ(Text(v["bottleneck_role"]), e.role);
   } else {
     EXPECT_EQ(Text(v["severity"]), e.severity) << "the script measured " << truth;
     EXPECT_EQ(v["input_bound"], std::string(e.severity) != "none");
