@@ -23,7 +23,9 @@
 # (5), BENCH_PY_HZ ("100 1000"), BENCH_PY_EXTRA (more MODE:HZ configs; default
 # "dlprof-noauto:100": DLPROF_AUTO_ANNOTATE=0, so that dlprof@100 against it is
 # the cost of the automatic torch.utils.data annotations; "dlprof-fp:100":
-# DLPROF_BACKEND=fp, the frame-pointer unwinder), BENCH_PY_EPOCHS (8: ~6 s a run on 2 cores),
+# DLPROF_BACKEND=fp, the frame-pointer unwinder; "dlprof-libunwind:100";
+# "dlprof-posix:100": DLPROF_TIMER=posix, POSIX CPU-time timers instead of
+# perf events), BENCH_PY_EPOCHS (8: ~6 s a run on 2 cores),
 # BENCH_PY_PYTHON (/usr/bin/python3).
 set -euo pipefail
 
@@ -82,10 +84,13 @@ run_one() {
       "$python" "$train" "$epochs" >"$log_out" 2>&1
   else
     rm -rf "$dl"
-    local backend=auto auto_annotate=1
+    local backend=auto auto_annotate=1 timer=auto
     [ "$mode" = dlprof-fp ] && backend=fp
+    [ "$mode" = dlprof-libunwind ] && backend=libunwind
     [ "$mode" = dlprof-noauto ] && auto_annotate=0
+    [ "$mode" = dlprof-posix ] && timer=posix
     /usr/bin/time -f "%U %S %e" -o "$tf" env DLPROF_SAMPLE=1 DLPROF_HZ="$hz" DLPROF_BACKEND=$backend \
+      DLPROF_TIMER=$timer \
       DLPROF_AUTO_ANNOTATE=$auto_annotate DLPROF_OUT="$dl" LD_PRELOAD="$lib" "$python" "$train" "$epochs" \
       >"$log_out" 2>&1
   fi

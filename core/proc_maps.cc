@@ -45,6 +45,28 @@ std::string NoteBuildId(const dl_phdr_info* info) {
   return {};
 }
 
+// realpath() of each loaded object's name, by name and load address: a
+// torch process has 300+ objects, ~10 readlink() calls each, and every
+// DataLoader worker rescans them all at its first flush (16k readlinks in an
+// 8-epoch run). Kept across fork, so a worker asks for none. Only the
+// collector thread uses it (inside TryIterateLoadedObjects); leaked on
+// purpose, and emptied if a dlopen/dlclose loop ever fills it.
+std::map<std::string, std::string>* g_real_paths = nullptr;
+
+const std::string& RealPathOf(const dl_phdr_info* info) {
+  if (g_real_paths == nullptr) g_real_paths = new std::map<std::string, std::string>;
+  if (g_real_paths->size() >= 4096) g_real_paths->clear();
+  std::string key = info->dlpi_name;
+  key.push_back('\0');
+  key += std::to_string(info->dlpi_addr);
+  auto [it, added] = g_real_paths->try_emplace(std::move(key));
+  if (added) {
+    char real[PATH_MAX];
+    if (realpath(info->dlpi_name, real) != nullptr) it->second = real;
+  }
+  return it->second;
+}
+
 int CollectBuildIds(dl_phdr_info* info, size_t, void* data) {
   auto* scan = static_cast<BuildIdScan*>(data);
   scan->generation = info->dlpi_adds * 1000003ull + info->dlpi_subs;
@@ -53,8 +75,8 @@ int CollectBuildIds(dl_phdr_info* info, size_t, void* data) {
     if (scan->exe_build_id.empty()) scan->exe_build_id = id;
   } else {
     scan->by_path[info->dlpi_name] = id;
-    char real[PATH_MAX];
-    if (realpath(info->dlpi_name, real) != nullptr) scan->by_path[real] = id;
+    const std::string& real = RealPathOf(info);
+    if (!real.empty()) scan->by_path[real] = id;
   }
   return 0;
 }
