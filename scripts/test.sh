@@ -95,7 +95,14 @@ sanitized_serial='^Scenarios/'
 # on the quiet machine (dlprof's handler took 0.3% of it): ASan slows the
 # instrumented model, not the uninstrumented libjpeg and I/O, and the known
 # bottleneck moves, as under TSan (below). They run in the normal pass.
-asan_excluded='^(HostileTest\.FoldedStacksKeepTheirShape|Scenarios/.*)$'
+# Faults.StressForkExecDlopenMallocAt1000HzNeitherHangsNorCrashes: a fork
+# child hangs in about 1 run of 10 under GCC 12's ASan, and gdb shows where:
+# in the child, dlprof's pthread_create of its collector (the fork handler)
+# waits forever in ASan's own ThreadRegistry lock, which another parent
+# thread (the test's thread churn) held at the fork; this ASan runtime does
+# not hold that lock across fork(). Any fork child that starts a thread
+# meets it there, with or without dlprof; the normal pass runs the test.
+asan_excluded='^(HostileTest\.FoldedStacksKeepTheirShape|Scenarios/.*|Faults\.StressForkExecDlopenMallocAt1000HzNeitherHangsNorCrashes)$'
 # Under TSan every test runs but those that cannot hold there (RELIABILITY.md):
 # - AllUnwinders/: TSan delivers asynchronous signals at its next safe point,
 #   with a copy of the interrupted context, so a sample's stack is not where
@@ -127,9 +134,10 @@ asan_excluded='^(HostileTest\.FoldedStacksKeepTheirShape|Scenarios/.*)$'
 #   does (the same reasons), and with the cfi unwinder, which the TSan pass
 #   replaces by frame pointers (below).
 # - Faults.StressForkExecDlopenMallocAt1000HzNeitherHangsNorCrashes: a fork
-#   child of the stress program hung in 2 of about 8 runs under TSan (never
-#   outside the test harness, never in the other passes); not found yet, see
-#   RELIABILITY.md. It runs in the normal and ASan passes.
+#   child of the stress program hung in 2 of about 8 runs under TSan, as it
+#   does under ASan (above) where gdb found the sanitizer's thread registry
+#   lock inherited held; under TSan not confirmed, see RELIABILITY.md. It
+#   runs in the normal pass.
 # - Unwinders/SignalStack.: they measure the handler's use of the program's
 #   stack, and TSan runs handlers from its own queue, in a wrapper of its own,
 #   and needs more than the 256 KiB stacks the tests paint;
