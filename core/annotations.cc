@@ -157,6 +157,7 @@ void ResetBufferStats() {
     g_buffers[i].occupancy_ppm_sum.store(0);
     g_buffers[i].empty_snapshots.store(0);
     g_buffers[i].full_snapshots.store(0);
+    g_buffers[i].inherited.store(true);
   }
 }
 

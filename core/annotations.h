@@ -43,6 +43,12 @@ struct dlprof_buffer {
   std::atomic<uint64_t> occupancy_ppm_sum{0};  // sum of size/capacity in millionths
   std::atomic<uint64_t> empty_snapshots{0};
   std::atomic<uint64_t> full_snapshots{0};
+  // In a fork child: created by the parent and not yet used here. Such a
+  // buffer is neither snapshotted nor reported by the child (a DataLoader
+  // worker does not fill its parent's prefetch queue: it came out 100%
+  // empty in every worker), and does not keep its collector ticking fast.
+  // Cleared by the child's first dlprof_buffer_set_size.
+  std::atomic<bool> inherited{false};
 };
 
 namespace dlprof {
@@ -51,8 +57,11 @@ namespace dlprof {
 dlprof_buffer* CreateBuffer(const char* name, uint64_t capacity);
 int BufferCount();
 dlprof_buffer* BufferAt(int i);
-// Forgets the statistics of every buffer (a fork child starts its own).
+// Forgets the statistics of every buffer and marks each inherited (a fork
+// child starts its own).
 void ResetBufferStats();
+// A buffer this process uses: not an inherited one it never touched.
+inline bool BufferLive(const dlprof_buffer* b) { return !b->inherited.load(std::memory_order_relaxed); }
 
 }  // namespace dlprof
 

@@ -70,7 +70,9 @@ dlprof_buffer* dlprof_buffer_create(const char* name, uint64_t capacity) {
 }
 
 void dlprof_buffer_set_size(dlprof_buffer* b, uint64_t size) {
-  if (b != nullptr) b->size.store(size, std::memory_order_relaxed);
+  if (b == nullptr) return;
+  b->size.store(size, std::memory_order_relaxed);
+  if (!dlprof::BufferLive(b)) b->inherited.store(false, std::memory_order_relaxed);
 }
 
 int dlprof_buffer_stats_get(const dlprof_buffer* b, dlprof_buffer_stats* out) {

@@ -372,9 +372,11 @@ void Collector::Drain() {
 bool Collector::SnapshotTick(int64_t now) {
   // Buffers are snapshotted every tick, at the configured period: their
   // statistics count snapshots, so ticks must stay evenly spaced for them.
-  bool moved = BufferCount() > 0;
+  bool moved = false;
   for (int i = 0; i < BufferCount(); ++i) {
     dlprof_buffer* b = BufferAt(i);
+    if (!BufferLive(b)) continue;  // a fork child's inherited, unused one
+    moved = true;
     uint64_t size = b->size.load(std::memory_order_relaxed);
     snapshots_.PutTime(now);
     PutVarint(&snapshots_.body, static_cast<uint64_t>(i));
@@ -625,16 +627,32 @@ bool Collector::Flush() {
     }
     AppendChunk(&out, DLPROF_CHUNK_MAPS, p);
   }
-  if (int n = BufferCount(); n > buffers_written_) {
+  // Each buffer once, when it is live here: a fork child defines an
+  // inherited one only once it uses it (ids are explicit in the chunk).
+  if (const int n = BufferCount(); n > buffers_written_) {
     p.clear();
-    PutVarint(&p, static_cast<uint64_t>(n - buffers_written_));
+    uint64_t count = 0;
+    std::string defs;
+    int first_unused = n;
     for (int i = buffers_written_; i < n; ++i) {
-      PutVarint(&p, static_cast<uint64_t>(i));
-      PutBytes(&p, BufferAt(i)->name);
-      PutVarint(&p, BufferAt(i)->capacity);
+      if (buffer_defined_.size() <= static_cast<size_t>(i)) buffer_defined_.resize(i + 1, false);
+      if (buffer_defined_[i]) continue;
+      if (!BufferLive(BufferAt(i))) {
+        first_unused = std::min(first_unused, i);
+        continue;
+      }
+      PutVarint(&defs, static_cast<uint64_t>(i));
+      PutBytes(&defs, BufferAt(i)->name);
+      PutVarint(&defs, BufferAt(i)->capacity);
+      buffer_defined_[i] = true;
+      ++count;
     }
-    AppendChunk(&out, DLPROF_CHUNK_BUFFERS, p);
-    buffers_written_ = n;
+    if (count > 0) {
+      PutVarint(&p, count);
+      p += defs;
+      AppendChunk(&out, DLPROF_CHUNK_BUFFERS, p);
+    }
+    buffers_written_ = first_unused;  // the next flush looks again from there
   }
   const std::pair<Stream*, uint32_t> streams[] = {{&samples_, DLPROF_CHUNK_SAMPLES},
                                                   {&wall_runs_, DLPROF_CHUNK_WALL_STATES},

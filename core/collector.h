@@ -111,7 +111,8 @@ class Collector {
 
   uint64_t maps_generation_ = UINT64_MAX;
   bool finishing_ = false;  // in Finish(): the last flush
-  int buffers_written_ = 0;
+  int buffers_written_ = 0;             // every buffer below this one is defined
+  std::vector<bool> buffer_defined_;   // by id, from buffers_written_ on
 
   struct Stream {  // a time-ordered record chunk: SAMPLES, WALL_STATES, SNAPSHOTS, EVENTS
     std::string body;

@@ -514,6 +514,29 @@ TEST(Runtime, BufferOccupancyIsSnapshottedAndReportedLive) {
   EXPECT_GE(q.snapshots.size(), snaps);
 }
 
+// A fork child reports only the buffers it uses: its parent's, untouched,
+// were 100%-empty phantoms in every DataLoader worker (issue 14).
+TEST(Runtime, ForkChildReportsOnlyTheBuffersItUses) {
+  ProfiledRun run = Profiled({"forkbuffers"});
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.err;
+  int user = 0, idle = 0;
+  ASSERT_EQ(sscanf(run.result.out.c_str(), "user=%d idle=%d", &user, &idle), 2) << run.result.out;
+  ASSERT_EQ(run.profile.processes.size(), 3u);
+  std::map<int, std::set<std::string>> names;  // pid -> buffers with snapshots
+  for (const BufferSeries& b : run.profile.buffers) {
+    const int pid = static_cast<int>(run.profile.processes[b.process].pid);
+    EXPECT_FALSE(b.snapshots.empty()) << "buffer '" << b.name << "' of pid " << pid << " has no snapshot";
+    names[pid].insert(b.name);
+  }
+  int parent = 0;
+  for (const auto& proc : run.profile.processes) {
+    if (proc.pid != user && proc.pid != idle) parent = static_cast<int>(proc.pid);
+  }
+  EXPECT_EQ(names[parent], (std::set<std::string>{"prefetch", "shared"}));
+  EXPECT_EQ(names[user], (std::set<std::string>{"shared"}));
+  EXPECT_TRUE(names[idle].empty()) << "the idle child reports its parent's buffers";
+}
+
 // What rt_workload's steps mode measured itself.
 struct StepTruth {
   double wait_fraction = -1;

@@ -247,6 +247,38 @@ int Buffers() {
   return 0;
 }
 
+// The parent makes buffers "prefetch" and "shared", then forks two children
+// that run 300 ms each: "user" sets "shared" (a worker filling a queue it
+// inherited), "idle" touches neither (a DataLoader worker and its parent's
+// prefetch queue). The parent fills "prefetch" meanwhile.
+int ForkBuffers() {
+  dlprof::Buffer prefetch("prefetch", 4);
+  dlprof::Buffer shared("shared", 8);
+  prefetch.set_size(2);
+  shared.set_size(0);
+  pid_t kids[2];
+  for (int k = 0; k < 2; ++k) {
+    kids[k] = fork();
+    if (kids[k] == 0) {
+      timespec step{0, 10000000};
+      for (int i = 0; i < 30; ++i) {
+        if (k == 0) shared.set_size(i % 9);
+        nanosleep(&step, nullptr);
+      }
+      dlprof_flush(2000);
+      _exit(0);
+    }
+  }
+  timespec step{0, 10000000};
+  for (int i = 0; i < 30; ++i) {
+    prefetch.set_size(i % 5);
+    nanosleep(&step, nullptr);
+  }
+  for (pid_t kid : kids) waitpid(kid, nullptr, 0);
+  printf("user=%d idle=%d\n", static_cast<int>(kids[0]), static_cast<int>(kids[1]));
+  return 0;
+}
+
 int64_t MonoNs() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -414,6 +446,7 @@ int main(int argc, char** argv) {
   if (mode == "eintr") return Eintr(n ? n : 1000);
   if (mode == "kill") return KillWorker(n ? n : 2500);
   if (mode == "buffers") return Buffers();
+  if (mode == "forkbuffers") return ForkBuffers();
   if (mode == "steady") return Steady(n ? n : 1500);
   if (mode == "nomalloc") return NoMalloc();
   if (mode == "steps") return Steps(n ? n : 10);
