@@ -279,19 +279,24 @@ Decoded Decode(const Record& record) {
       rows.size() <= kMaxRowsPerObject) {
     // The granule index: for each granule, the last row starting at or
     // before its first byte.
+    // Rows and index are written straight into their read-only pages (a
+    // temporary image copied into them was one more copy and one more set
+    // of page faults of the whole table).
     const uint32_t granules = (rows.back().pc_offset >> kCfiIndexShift) + 1;
-    ByteVector image(rows.size() * sizeof(CfiRow) + granules * sizeof(uint32_t));
-    std::memcpy(image.data(), rows.data(), rows.size() * sizeof(CfiRow));
-    auto* index = reinterpret_cast<uint32_t*>(image.data() + rows.size() * sizeof(CfiRow));
-    uint32_t row = 0;
-    for (uint32_t g = 0; g < granules; ++g) {
-      const uint64_t first_byte = static_cast<uint64_t>(g) << kCfiIndexShift;
-      while (row + 1 < rows.size() && rows[row + 1].pc_offset <= first_byte) ++row;
-      index[g] = row;
-    }
-    size_t mapped = 0;
-    const void* pages = MapCopy(image.data(), image.size(), &mapped);
+    const size_t row_bytes = rows.size() * sizeof(CfiRow);
+    const size_t mapped = PageRound(row_bytes + granules * sizeof(uint32_t));
+    void* pages = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (pages == MAP_FAILED) pages = nullptr;
     if (pages != nullptr) {
+      std::memcpy(pages, rows.data(), row_bytes);
+      auto* index = reinterpret_cast<uint32_t*>(static_cast<unsigned char*>(pages) + row_bytes);
+      uint32_t row = 0;
+      for (uint32_t g = 0; g < granules; ++g) {
+        const uint64_t first_byte = static_cast<uint64_t>(g) << kCfiIndexShift;
+        while (row + 1 < rows.size() && rows[row + 1].pc_offset <= first_byte) ++row;
+        index[g] = row;
+      }
+      mprotect(pages, mapped, PROT_READ);
       out.rows = static_cast<const CfiRow*>(pages);
       out.index = reinterpret_cast<const uint32_t*>(static_cast<const unsigned char*>(pages) +
                                                     rows.size() * sizeof(CfiRow));
