@@ -743,6 +743,27 @@ void DecideVerdict(const Profile& profile, bool has_steps, Analysis* a) {
 
 }  // namespace
 
+// verdict.bottleneck_functions, and one sentence of evidence naming them.
+void NameBottleneckFunctions(const Profile& profile, Analysis* a) {
+  Verdict& v = a->verdict;
+  if (v.bottleneck_stage.empty()) return;
+  std::vector<std::string> roles;
+  for (const ProcessStats& p : a->processes) roles.push_back(p.role);
+  v.bottleneck_functions =
+      BottleneckFunctions(profile, roles, v.bottleneck_stage, v.bottleneck_role, v.bottleneck_kind, 5);
+  if (v.bottleneck_functions.empty()) return;
+  std::string text = "Inside '" + v.bottleneck_stage + "', the functions with the most " +
+                     (v.bottleneck_kind == "io" ? "blocked" : "CPU") + " time: ";
+  for (size_t i = 0; i < v.bottleneck_functions.size() && i < 3; ++i) {
+    const CulpritFunction& f = v.bottleneck_functions[i];
+    const std::string file = f.file.substr(f.file.rfind('/') + 1);
+    text += std::string(i ? ", " : "") + f.name +
+            (file.empty() ? "" : " (" + file + (f.line > 0 ? ":" + std::to_string(f.line) : "") + ")") +
+            " " + Pct(f.share);
+  }
+  v.evidence.push_back(text + ".");
+}
+
 Analysis Analyze(const Profile& profile) {
   Analysis a;
   uint32_t train_process = 0, train_tid = 0;
@@ -757,6 +778,7 @@ Analysis Analyze(const Profile& profile) {
   a.contention = MeasureContention(profile, a);
   a.verdict.cpu_saturated = a.contention.saturated;
   DecideVerdict(profile, has_steps, &a);
+  NameBottleneckFunctions(profile, &a);
   ExplainContention(a, &a.verdict);
   a.cost.distortion = a.steps.distortion;
   a.cost.distortion_measured = a.steps.baseline_count > 0;

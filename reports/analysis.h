@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "readers/profile.h"
+#include "reports/analysis_functions.h"
 
 namespace dlprof {
 
@@ -128,6 +129,9 @@ struct Verdict {
   // the other workers' mean (1 = even); 0 when not measured.
   double worker_imbalance = 0;
   int slowest_worker = -1;
+  // Inside the bottleneck stage, the functions with the most inclusive time
+  // (reports/analysis_functions.h); empty when there is no bottleneck stage.
+  std::vector<CulpritFunction> bottleneck_functions;
 };
 
 struct ProfilerCost {

@@ -26,6 +26,11 @@ json AnalysisJson(const Analysis& a) {
     j["verdict"]["worker_imbalance"] = Round(v.worker_imbalance);
     j["verdict"]["slowest_worker"] = v.slowest_worker;
   }
+  j["verdict"]["bottleneck_functions"] = json::array();
+  for (const CulpritFunction& f : v.bottleneck_functions) {
+    j["verdict"]["bottleneck_functions"].push_back(
+        {{"name", f.name}, {"file", f.file}, {"line", f.line}, {"share", Round(f.share)}});
+  }
   // What cpu_saturated rests on (reports/analysis_contention.cc).
   const CpuContention& c = a.contention;
   j["verdict"]["contention"] = {{"measured", c.measured},

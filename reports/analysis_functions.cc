@@ -1,0 +1,140 @@
+#include "reports/analysis_functions.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace dlprof {
+
+namespace {
+
+// Functions only the pipeline's own plumbing runs: naming them would say
+// "the DataLoader is slow", which the stage already says.
+bool Machinery(const Location& loc, const Frame& f) {
+  // "[off-cpu: read]" and the like: made up by dlprof, not a function of the program.
+  if (loc.pseudo || (!f.function.empty() && f.function[0] == '[')) return true;
+  if (f.function.empty() || f.function.find("+0x") != std::string::npos) return true;  // unsymbolized
+  if (f.python) {
+    for (const char* part : {"/torch/utils/data/", "/multiprocessing/", "/threading.py", "/queue.py",
+                             "/selectors.py", "/concurrent/futures/"}) {
+      if (f.file.find(part) != std::string::npos) return true;
+    }
+    return false;
+  }
+  const std::string base = loc.module.substr(loc.module.rfind('/') + 1);
+  if (base.rfind("libpython", 0) == 0 || base.rfind("python3", 0) == 0) return true;  // the interpreter
+  // dlprof's own: the annotations' wrappers (python/dlprof/_native.c) and the runtime.
+  if (base.rfind("libdlprof", 0) == 0 || f.file.find("/dlprof/_native") != std::string::npos ||
+      (base.rfind("_native", 0) == 0 && loc.module.find("/dlprof/") != std::string::npos)) {
+    return true;
+  }
+  if (f.function.rfind("__libc_start", 0) == 0) return true;
+  for (const char* start : {"_start", "start_thread", "clone3", "clone"}) {
+    if (f.function == start) return true;
+  }
+  return false;
+}
+
+struct Acc {
+  std::string name, file;
+  int start_line = 0;
+  double weight = 0;
+  double depth_sum = 0;  // frames from the leaf, weighted: which of two is inner
+  std::map<int, double> lines;
+};
+
+// A trunk function is on at least this share of the stacks (not all: a few
+// stacks are cut short, by a frame without unwind information).
+constexpr double kTrunkShare = 0.9;
+constexpr double kLeastShare = 0.05;
+
+}  // namespace
+
+std::vector<CulpritFunction> BottleneckFunctions(const Profile& profile,
+                                                 const std::vector<std::string>& role_of_process,
+                                                 const std::string& stage, const std::string& role,
+                                                 const std::string& kind, size_t most) {
+  std::vector<CulpritFunction> out;
+  uint32_t stage_id = 0;
+  for (size_t i = 1; i < profile.stages.size(); ++i) {
+    if (profile.stages[i] == stage) stage_id = static_cast<uint32_t>(i);
+  }
+  if (stage_id == 0) return out;
+  const bool io = kind == "io";
+  // CPU samples weigh their CPU time; in files without it (all 0), one each.
+  bool by_count = true;
+  for (const Sample& s : profile.samples) {
+    if (s.kind == SampleKind::kCpu && s.cpu_ns > 0) {
+      by_count = false;
+      break;
+    }
+  }
+  double total = 0;
+  std::map<std::string, Acc> by_function;
+  for (const Sample& s : profile.samples) {
+    if (s.process >= role_of_process.size() || role_of_process[s.process] != role) continue;
+    const auto& path = profile.stage_paths[s.stage_path];
+    if (path.empty() || path.back() != stage_id) continue;
+    double weight = 0;
+    if (io && s.kind == SampleKind::kWall) {
+      weight = static_cast<double>(std::max<int64_t>(0, s.wall_ns - s.cpu_ns - s.wait_ns));
+    } else if (!io && s.kind == SampleKind::kCpu) {
+      weight = static_cast<double>(by_count ? s.count : s.cpu_ns);
+    }
+    if (weight <= 0) continue;
+    total += weight;
+    std::set<std::string> seen;  // once per stack: recursion counts once
+    int depth = 0;
+    for (uint32_t id : profile.stacks[s.stack]) {
+      const Location& loc = profile.locations[id];
+      for (const Frame& f : loc.frames) {
+        ++depth;
+        if (Machinery(loc, f)) continue;
+        std::string key = f.function;
+        key.push_back('\0');
+        key += f.file;
+        if (!seen.insert(key).second) continue;
+        Acc& a = by_function[key];
+        a.name = f.function;
+        a.file = f.file;
+        if (f.start_line > 0) a.start_line = f.start_line;
+        a.weight += weight;
+        a.depth_sum += depth * weight;
+        if (f.line > 0) a.lines[f.line] += weight;
+      }
+    }
+  }
+  if (total <= 0) return out;
+  std::vector<const Acc*> ranked;
+  const Acc* trunk = nullptr;  // the innermost function on (nearly) every stack
+  for (const auto& [key, a] : by_function) {
+    const double share = a.weight / total;
+    if (share >= kTrunkShare) {
+      if (trunk == nullptr || a.depth_sum / a.weight < trunk->depth_sum / trunk->weight) trunk = &a;
+    } else if (share >= kLeastShare) {
+      ranked.push_back(&a);
+    }
+  }
+  if (trunk != nullptr) ranked.push_back(trunk);
+  std::sort(ranked.begin(), ranked.end(), [](const Acc* x, const Acc* y) {
+    if (x->weight != y->weight) return x->weight > y->weight;
+    return x->depth_sum / x->weight < y->depth_sum / y->weight;  // the inner one first
+  });
+  for (const Acc* a : ranked) {
+    if (out.size() >= most) break;
+    CulpritFunction c;
+    c.name = a->name;
+    c.file = a->file;
+    c.line = a->start_line;
+    if (c.line == 0 && !a->lines.empty()) {
+      c.line = std::max_element(a->lines.begin(), a->lines.end(), [](const auto& x, const auto& y) {
+                 return x.second < y.second;
+               })->first;
+    }
+    c.share = a->weight / total;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+}  // namespace dlprof
