@@ -744,16 +744,23 @@ void DecideVerdict(const Profile& profile, bool has_steps, Analysis* a) {
 }  // namespace
 
 // verdict.bottleneck_functions, and one sentence of evidence naming them.
+// Input-bound with no data stage marked: the workers' hottest functions, when
+// the pipeline has workers.
 void NameBottleneckFunctions(const Profile& profile, Analysis* a) {
   Verdict& v = a->verdict;
-  if (v.bottleneck_stage.empty()) return;
   std::vector<std::string> roles;
   for (const ProcessStats& p : a->processes) roles.push_back(p.role);
-  v.bottleneck_functions =
-      BottleneckFunctions(profile, roles, v.bottleneck_stage, v.bottleneck_role, v.bottleneck_kind, 5);
+  std::string text;
+  if (!v.bottleneck_stage.empty()) {
+    v.bottleneck_functions =
+        BottleneckFunctions(profile, roles, v.bottleneck_stage, v.bottleneck_role, v.bottleneck_kind, 5);
+    text = "Inside '" + v.bottleneck_stage + "', the functions with the most " +
+           (v.bottleneck_kind == "io" ? "blocked" : "CPU") + " time: ";
+  } else if (v.input_bound && a->workers.processes > 0) {
+    v.bottleneck_functions = BottleneckFunctions(profile, roles, "", "worker", "cpu", 5);
+    text = "No data stage is marked; in the worker processes the functions with the most CPU time: ";
+  }
   if (v.bottleneck_functions.empty()) return;
-  std::string text = "Inside '" + v.bottleneck_stage + "', the functions with the most " +
-                     (v.bottleneck_kind == "io" ? "blocked" : "CPU") + " time: ";
   for (size_t i = 0; i < v.bottleneck_functions.size() && i < 3; ++i) {
     const CulpritFunction& f = v.bottleneck_functions[i];
     const std::string file = f.file.substr(f.file.rfind('/') + 1);

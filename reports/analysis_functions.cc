@@ -55,11 +55,11 @@ std::vector<CulpritFunction> BottleneckFunctions(const Profile& profile,
                                                  const std::string& stage, const std::string& role,
                                                  const std::string& kind, size_t most) {
   std::vector<CulpritFunction> out;
-  uint32_t stage_id = 0;
-  for (size_t i = 1; i < profile.stages.size(); ++i) {
+  uint32_t stage_id = 0;  // 0: every sample of the role, in any stage or none
+  for (size_t i = 1; i < profile.stages.size() && !stage.empty(); ++i) {
     if (profile.stages[i] == stage) stage_id = static_cast<uint32_t>(i);
   }
-  if (stage_id == 0) return out;
+  if (!stage.empty() && stage_id == 0) return out;
   const bool io = kind == "io";
   // CPU samples weigh their CPU time; in files without it (all 0), one each.
   bool by_count = true;
@@ -74,7 +74,7 @@ std::vector<CulpritFunction> BottleneckFunctions(const Profile& profile,
   for (const Sample& s : profile.samples) {
     if (s.process >= role_of_process.size() || role_of_process[s.process] != role) continue;
     const auto& path = profile.stage_paths[s.stage_path];
-    if (path.empty() || path.back() != stage_id) continue;
+    if (stage_id != 0 && (path.empty() || path.back() != stage_id)) continue;
     double weight = 0;
     if (io && s.kind == SampleKind::kWall) {
       weight = static_cast<double>(std::max<int64_t>(0, s.wall_ns - s.cpu_ns - s.wait_ns));

@@ -19,8 +19,8 @@ struct CulpritFunction {
 };
 
 // The functions with the most inclusive time in `stage`'s own samples (the
-// stage innermost) in the processes whose role (by index, as
-// Analysis::processes) is `role`: CPU time for kind "cpu", blocked wall
+// stage innermost; every sample when `stage` is empty: no stage is marked)
+// in the processes whose role (by index, as Analysis::processes) is `role`: CPU time for kind "cpu", blocked wall
 // time for kind "io" (only where wall records carry stacks). Left out:
 //  - the pipeline's machinery: Python frames of torch/utils/data,
 //    multiprocessing, threading and queue, the interpreter's own C frames

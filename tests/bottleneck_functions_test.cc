@@ -39,7 +39,7 @@ class Builder {
     s.process = process;
     s.kind = SampleKind::kCpu;
     s.cpu_ns = ns;
-    s.stage_path = p_.InternStagePath({p_.InternStage(stage)});
+    s.stage_path = stage.empty() ? 0 : p_.InternStagePath({p_.InternStage(stage)});
     s.stack = Stack(stack);
     p_.samples.push_back(s);
   }
@@ -149,6 +149,17 @@ TEST(BottleneckFunctions, AnIoBottleneckWeighsBlockedTimeNotCpu) {
   // Nothing of the stage, no stage of that name: nothing.
   EXPECT_TRUE(BottleneckFunctions(b.profile(), kRoles, "fetch", "main", "io", 5).empty());
   EXPECT_TRUE(BottleneckFunctions(b.profile(), kRoles, "nope", "worker", "cpu", 5).empty());
+}
+
+TEST(BottleneckFunctions, WithNoStageNamedEverySampleOfTheRoleCounts) {
+  Builder b;
+  b.Cpu(1, "", {kRotate, kAugment, kGetItem, kWorkerLoop}, 700);
+  b.Cpu(1, "fetch", {kDecode, kGetItem, kWorkerLoop}, 300);
+  b.Cpu(0, "", {kOpen}, 5000);  // the training process: not a worker
+  const auto fs = BottleneckFunctions(b.profile(), kRoles, "", "worker", "cpu", 5);
+  ASSERT_EQ(Names(fs), (std::vector<std::string>{"JpegFolder.__getitem__", "ImagingRotate",
+                                                 "augment_image", "decode_image"}));
+  EXPECT_DOUBLE_EQ(fs[1].share, 0.7);
 }
 
 }  // namespace
