@@ -360,6 +360,37 @@ INSTANTIATE_TEST_SUITE_P(
                  30, "high", "fetch", "cpu", "worker", 2, 1, true}),
     [](const ::testing::TestParamInfo<Expected>& info) { return std::string(info.param.name); });
 
+// Issue 14, item 4: a pipeline whose loop alone is marked (steps and waits
+// by hand with `import dlprof`, the automatic annotations off): no stage
+// to blame, yet the verdict names the function the workers spend their CPU
+// in, the scenario's known cost (augment_image's rotations and blurs).
+TEST(TorchPipelineUnmarked, OnlyTheLoopMarkedStillNamesTheWorkersCulprit) {
+  TrainRun run;
+  run.dir = MakeTempDir("dlprof-torch");
+  KeepOnFailure keep(run.dir);
+  std::map<std::string, std::string> env = PythonEnv();
+  env["DLPROF_AUTO_ANNOTATE"] = "0";
+  env["PYTHONPATH"] = std::string(DLPROF_BUILD_DIR) + "/python";  // `import dlprof`
+  std::vector<std::string> argv = {kDlprof, "run", "-o", run.dir + "/out", "-r", run.dir + "/report", "--"};
+  for (const std::string& a : TrainArgs({"--scenario", "augment-bound", "--mark-loop"})) argv.push_back(a);
+  run.proc = RunProcess(argv, env, 180);
+  ReadSummary(&run);
+  run.self = SelfSummary(run.proc.out);
+  ASSERT_EQ(run.proc.exit_code, 0) << Show(run.proc) << " " << run.Where();
+  ASSERT_TRUE(run.summary.is_object()) << "no readable summary.json " << run.Where();
+  const json& v = run.summary["verdict"];
+  SCOPED_TRACE(v.dump(2) + "\n" + run.Where());
+  EXPECT_TRUE(StageNames(run.summary).empty()) << "a stage was marked after all";
+  EXPECT_EQ(v["input_bound"], true);
+  EXPECT_EQ(Text(v["bottleneck_stage"]), "");
+  EXPECT_NEAR(v["data_wait_fraction"].get<double>(), Num(run.self, "steady_wait_fraction"), 0.05);
+  const json& fs = v["bottleneck_functions"];
+  ASSERT_TRUE(fs.is_array() && !fs.empty());
+  EXPECT_EQ(Text(fs[0]["name"]), "augment_image") << fs.dump();
+  EXPECT_NE(Text(fs[0]["file"]).find("examples/torch/dataset.py"), std::string::npos);
+  EXPECT_GE(fs[0]["share"].get<double>(), 0.5);
+}
+
 // The README's other way: DLPROF_SAMPLE=1 LD_PRELOAD=libdlprof.so, then
 // `dlprof report`. The script prints the same results as without profiling:
 // the same steps, losses and checksum of every batch it trained on.

@@ -18,6 +18,7 @@ next() to the next (a step). The last line is machine-readable:
 with the same key names as examples/pipeline's summary where they apply.
 """
 import argparse
+import contextlib
 import os
 import statistics
 import subprocess
@@ -77,6 +78,9 @@ def parse_args(argv):
                    help="steps left out of steady_wait_fraction (2, dlprof's DLPROF_WARMUP_STEPS default)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--step-log", action="store_true", help="print one 'step:' line per step")
+    p.add_argument("--mark-loop", action="store_true",
+                   help="mark the steps and waits by hand with `import dlprof`, and no stage (run "
+                        "with DLPROF_AUTO_ANNOTATE=0 to see what dlprof makes of an unmarked pipeline)")
     g = p.add_argument_group("scenario values (default: the scenario's)")
     g.add_argument("--workers", type=int, help="DataLoader num_workers")
     g.add_argument("--prefetch-factor", type=int, help="DataLoader prefetch_factor")
@@ -148,19 +152,24 @@ def train(args, loader, sampler, net, optimizer):
     included), so that the last step ends at a next() as the others do."""
     calls, losses = [], []
     checksum = 0
+    marks = None
+    if args.mark_loop:
+        import dlprof as marks  # pylint: disable=import-outside-toplevel
     for epoch in range(args.epochs):
         if sampler is not None:
             sampler.set_epoch(epoch)
         it = iter(loader)
         while True:
-            t0 = time.perf_counter()
-            try:
-                images, labels = next(it)
-            except StopIteration:
-                calls.append((t0, time.perf_counter(), False))
-                break
-            calls.append((t0, time.perf_counter(), True))
-            losses.append(model.train_step(net, optimizer, images, labels))
+            with marks.step() if marks else contextlib.nullcontext():
+                t0 = time.perf_counter()
+                try:
+                    with marks.wait() if marks else contextlib.nullcontext():
+                        images, labels = next(it)
+                except StopIteration:
+                    calls.append((t0, time.perf_counter(), False))
+                    break
+                calls.append((t0, time.perf_counter(), True))
+                losses.append(model.train_step(net, optimizer, images, labels))
             checksum = zlib.crc32(images.numpy().tobytes(), zlib.crc32(labels.numpy().tobytes(), checksum))
         del it
     return calls, losses, checksum
