@@ -947,6 +947,9 @@ TEST(TimerFidelityTest, PerfWeightsCarryKernelTimeToTheNextSample) {
         if (read(fd, buffer.data(), buffer.size()) < 0) break;
         BurnCpu(0.0001);
       }
+      // Kernel time reaches the weights only through a later user-mode
+      // sample: 30 ms in user mode at the end give the last reads theirs.
+      BurnCpu(0.03);
       b.cpu = ThreadCpuSeconds() - start;
       perf->DisarmThread(&t);
       rusage after;
@@ -973,7 +976,11 @@ TEST(TimerFidelityTest, PerfWeightsCarryKernelTimeToTheNextSample) {
   if (!testing::kUnderSanitizer) {
     EXPECT_LT(ratio, 1.0 - system_share / 2) << "kernel ticks should raise no signal";
   }
-  EXPECT_GE(weighted, 0.9);
+  // Carried, the weights add up to the CPU time; not carried, they would be
+  // the signals ratio (0.1-0.25 here). One fresh-clone CI run measured 0.81
+  // with 12% of the signals, before the user-mode tail above: sparse
+  // signals leave the first and last stretches uncounted.
+  EXPECT_GE(weighted, 0.85);
   EXPECT_LE(weighted, 1.1);
 }
 
