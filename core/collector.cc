@@ -629,30 +629,21 @@ bool Collector::Flush() {
   }
   // Each buffer once, when it is live here: a fork child defines an
   // inherited one only once it uses it (ids are explicit in the chunk).
-  if (const int n = BufferCount(); n > buffers_written_) {
-    p.clear();
-    uint64_t count = 0;
-    std::string defs;
-    int first_unused = n;
-    for (int i = buffers_written_; i < n; ++i) {
-      if (buffer_defined_.size() <= static_cast<size_t>(i)) buffer_defined_.resize(i + 1, false);
-      if (buffer_defined_[i]) continue;
-      if (!BufferLive(BufferAt(i))) {
-        first_unused = std::min(first_unused, i);
-        continue;
-      }
-      PutVarint(&defs, static_cast<uint64_t>(i));
-      PutBytes(&defs, BufferAt(i)->name);
-      PutVarint(&defs, BufferAt(i)->capacity);
-      buffer_defined_[i] = true;
-      ++count;
-    }
-    if (count > 0) {
-      PutVarint(&p, count);
-      p += defs;
-      AppendChunk(&out, DLPROF_CHUNK_BUFFERS, p);
-    }
-    buffers_written_ = first_unused;  // the next flush looks again from there
+  p.clear();
+  uint64_t count = 0;
+  std::string defs;
+  for (int i = 0, n = BufferCount(); i < n; ++i) {
+    if (buffers_defined_[i] || !BufferLive(BufferAt(i))) continue;
+    PutVarint(&defs, static_cast<uint64_t>(i));
+    PutBytes(&defs, BufferAt(i)->name);
+    PutVarint(&defs, BufferAt(i)->capacity);
+    buffers_defined_[i] = true;
+    ++count;
+  }
+  if (count > 0) {
+    PutVarint(&p, count);
+    p += defs;
+    AppendChunk(&out, DLPROF_CHUNK_BUFFERS, p);
   }
   const std::pair<Stream*, uint32_t> streams[] = {{&samples_, DLPROF_CHUNK_SAMPLES},
                                                   {&wall_runs_, DLPROF_CHUNK_WALL_STATES},

@@ -9,11 +9,13 @@
 #include <map>
 #include <string>
 #include <unordered_map>
+#include <bitset>
 #include <vector>
 
 #include <sys/types.h>
 
 #include "backends/private_fd.h"
+#include "core/annotations.h"
 #include "core/python_codes.h"
 #include "core/thread_registry.h"
 
@@ -111,8 +113,7 @@ class Collector {
 
   uint64_t maps_generation_ = UINT64_MAX;
   bool finishing_ = false;  // in Finish(): the last flush
-  int buffers_written_ = 0;             // every buffer below this one is defined
-  std::vector<bool> buffer_defined_;   // by id, from buffers_written_ on
+  std::bitset<kMaxBuffers> buffers_defined_;  // by id: its BUFFERS entry is written
 
   struct Stream {  // a time-ordered record chunk: SAMPLES, WALL_STATES, SNAPSHOTS, EVENTS
     std::string body;
