@@ -24,6 +24,8 @@
 
 #include <boost/program_options.hpp>
 
+#include <dlprof/version.h>
+
 #include "backends/timer_source.h"
 #include "backends/unwinder.h"
 #include "core/run_id.h"
@@ -57,7 +59,25 @@ const char* kTopUsage =
     "                 a .dlprof, gperftools CPU profile or pprof file to symbolized pprof\n"
     "  backends       list the unwinders and timer sources and whether they work here\n"
     "\n"
-    "Each command takes --help.\n";
+    "Each command takes --help. dlprof --version prints the version.\n"
+    "\n"
+    "environment (read by libdlprof.so in the profiled program; an invalid value is\n"
+    "one warning on stderr, then the default):\n"
+    "  DLPROF_SAMPLE=1          profile this process and its children (0 or unset: inert)\n"
+    "  DLPROF_OUT=DIR           where runs are written (default ./dlprof-out)\n"
+    "  DLPROF_MODE=MODE         light (default) or detailed (stage spans, 1000 Hz)\n"
+    "  DLPROF_HZ=N              CPU samples per second, 1-10000 (default 100)\n"
+    "  DLPROF_BACKEND=NAME      unwinder: auto, cfi, libunwind, gperftools or fp\n"
+    "  DLPROF_TIMER=NAME        timer: auto, perf, posix or itimer\n"
+    "  DLPROF_WARMUP_STEPS=N    steps left out of the verdict at the start (default 2)\n"
+    "  DLPROF_BASELINE_STEPS=N  steps run unprofiled first, to measure the cost (default 0)\n"
+    "  DLPROF_SNAPSHOT_MS=N     collector tick: stage and buffer snapshots, 1-1000 (default 10)\n"
+    "  DLPROF_MAX_FRAMES=N      deepest native stack recorded, 1-512 (default 128)\n"
+    "  DLPROF_AUTO_ANNOTATE=0   do not mark PyTorch's DataLoader by itself (default 1)\n"
+    "  DLPROF_RUN_ID=ID         one run folder for processes started apart (set by dlprof run;\n"
+    "                           give each host or rank the same ID to merge them)\n"
+    "read by the dlprof command:\n"
+    "  DLPROF_LIB=PATH          the libdlprof.so that `run` preloads\n";
 
 // One line of dlprof's own on a terminal. Lines name files, stages and
 // fields of a profile, which are anyone's bytes: escaped (reports/utf8.h).
@@ -107,6 +127,13 @@ po::variables_map Parse(const std::vector<std::string>& args, const po::options_
     throw UsageError(e.what());
   }
   return vm;
+}
+
+// `opts` with the hidden positional "input" added: parsed, not shown in --help.
+po::options_description WithInputs(const po::options_description& opts, const char* what) {
+  po::options_description all;
+  all.add(opts).add_options()("input", po::value<std::vector<std::string>>(), what);
+  return all;
 }
 
 // Creates `dir` and its missing parents; the last level gets `leaf_mode`.
@@ -199,11 +226,11 @@ int Report(const std::vector<std::string>& args) {
   opts.add_options()("help,h", "show this help")(
       "output,o", po::value<std::string>()->default_value("dlprof-report"), "output folder")(
       "max-file-size", po::value<std::string>()->default_value("4G"),
-      "larger input files are skipped, with a warning (K, M, G suffixes)")(
-      "input", po::value<std::vector<std::string>>(), "run folders or profile files");
+      "larger input files are skipped, with a warning (K, M, G suffixes)");
+  po::options_description all = WithInputs(opts, "run folders or profile files");
   po::positional_options_description pos;
   pos.add("input", -1);
-  po::variables_map vm = Parse(args, opts, pos);
+  po::variables_map vm = Parse(args, all, pos);
   if (vm.count("help")) {
     std::cout << opts << "\nRUN_DIR may be DLPROF_OUT itself, meaning its newest run. Several "
                          "runs (one per host or rank) merge into one report. Only regular files "
@@ -222,11 +249,11 @@ int Report(const std::vector<std::string>& args) {
 int Convert(const std::vector<std::string>& args) {
   po::options_description opts("dlprof convert IN -o OUT.pb.gz");
   opts.add_options()("help,h", "show this help")("output,o", po::value<std::string>(),
-                                                  "the pprof file to write")(
-      "input", po::value<std::vector<std::string>>(), "input profile");
+                                                  "the pprof file to write; - for stdout");
+  po::options_description all = WithInputs(opts, "input profile");
   po::positional_options_description pos;
   pos.add("input", -1);
-  po::variables_map vm = Parse(args, opts, pos);
+  po::variables_map vm = Parse(args, all, pos);
   if (vm.count("help")) {
     std::cout << opts;
     return 0;
@@ -239,10 +266,17 @@ int Convert(const std::vector<std::string>& args) {
   LoadInputs(vm["input"].as<std::vector<std::string>>(), &profile);
   Symbolizer symbolizer;
   symbolizer.SymbolizeProfile(&profile);
-  WritePprof(profile, vm["output"].as<std::string>());
+  const std::string out = vm["output"].as<std::string>();
   for (const std::string& w : profile.warnings) Say(stderr, "dlprof: warning: " + w);
-  Say(stdout, "dlprof: wrote " + vm["output"].as<std::string>() + " (" +
-                  std::to_string(profile.samples.size()) + " samples)");
+  if (out == "-") {
+    // The profile is the whole of stdout (`dlprof convert IN -o - | pprof`).
+    if (isatty(STDOUT_FILENO)) throw UsageError("convert: -o - will not write gzip to a terminal");
+    WritePprofToFd(profile, STDOUT_FILENO);
+    Say(stderr, "dlprof: wrote " + std::to_string(profile.samples.size()) + " samples to stdout");
+    return 0;
+  }
+  WritePprof(profile, out);
+  Say(stdout, "dlprof: wrote " + out + " (" + std::to_string(profile.samples.size()) + " samples)");
   return 0;
 }
 
@@ -389,6 +423,10 @@ int main(int argc, char** argv) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     std::cout << dlprof::kTopUsage;
     return args.empty() ? 2 : 0;
+  }
+  if (args[0] == "--version" || args[0] == "version") {
+    std::cout << "dlprof " DLPROF_VERSION_STRING "\n";
+    return 0;
   }
   std::string cmd = args[0];
   args.erase(args.begin());

@@ -12,9 +12,10 @@ cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
 # sanitizer (its runtime must come before libc), so the consumer gets the
 # build's DLPROF_SANITIZE too.
 sanitize=$(sed -n 's/^DLPROF_SANITIZE:STRING=//p' "$build/CMakeCache.txt")
-flags=()
+flags=() cflags=()
 if [[ -n $sanitize ]]; then
   flags=("-DCMAKE_CXX_FLAGS=-fsanitize=$sanitize" "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=$sanitize")
+  cflags=("-fsanitize=$sanitize")
 fi
 cmake -S "$src/tests/install/consumer" -B "$tmp/consumer" -DCMAKE_PREFIX_PATH="$tmp/prefix" \
   "${flags[@]}" >/dev/null
@@ -25,6 +26,20 @@ ls "$tmp"/out/*/main-*.dlprof >/dev/null || { echo "no profile written"; exit 1;
 # The installed command reports it.
 "$tmp/prefix/bin/dlprof" report "$tmp/out" -o "$tmp/report" >/dev/null
 grep -q '"consume"' "$tmp/report/summary.json" || { echo "stage missing from the report"; exit 1; }
+# pkg-config: a C program built with nothing but the installed dlprof.pc
+# (relocatable: its prefix comes from the .pc file's own folder).
+pc_dir=$(dirname "$(find "$tmp/prefix" -name dlprof.pc | head -n 1)")
+export PKG_CONFIG_PATH=$pc_dir
+version=$("$tmp/prefix/bin/dlprof" --version)
+[ "$version" = "dlprof $(pkg-config --modversion dlprof)" ] ||
+  { echo "dlprof --version says '$version', dlprof.pc '$(pkg-config --modversion dlprof)'"; exit 1; }
+# shellcheck disable=SC2046  # pkg-config's flags are meant to split
+cc "${cflags[@]}" -o "$tmp/consumer_pc" "$src/tests/install/consumer/consumer_pc.c" \
+  $(pkg-config --cflags --libs dlprof) -Wl,-rpath,"$(pkg-config --variable=libdir dlprof)"
+out=$(DLPROF_SAMPLE=1 DLPROF_OUT="$tmp/out_pc" "$tmp/consumer_pc")
+[ "$out" = "version=${version#dlprof } enabled=1" ] || { echo "pkg-config consumer printed '$out'"; exit 1; }
+"$tmp/prefix/bin/dlprof" report "$tmp/out_pc" -o "$tmp/report_pc" >/dev/null
+grep -q '"consume_c"' "$tmp/report_pc/summary.json" || { echo "pkg-config consumer: stage missing"; exit 1; }
 # The Python package: installed where that prefix's python3 looks, and found
 # by the installed library (its bootstrap runs in a profiled python3).
 site=$(sed -n 's/^DLPROF_PYTHON_INSTALL_DIR:STRING=//p' "$build/CMakeCache.txt")
