@@ -53,6 +53,10 @@ struct Frame {
   int line = 0;
   int start_line = 0;    // the function's first line (0: unknown)
   bool python = false;
+  // Nothing named this code: `function` is only what the reports call it
+  // (UnsymbolizedName). pprof gets no function for it, so that pprof can
+  // still symbolize it from a binary with symbols (PPROF_BINARY_PATH).
+  bool unnamed = false;
 };
 
 // A code address, identified by module and file offset so that the same code

@@ -433,7 +433,9 @@ Symbolizer::Module* Symbolizer::GetModule(const std::string& path, const std::st
 
 // What is known of an address no debug info or symbol covers.
 Frame UnknownFrame(const std::string& module_name, uint64_t module_offset) {
-  return Frame{ModuleOffsetName(module_name, module_offset), "", 0};
+  Frame f{ModuleOffsetName(module_name, module_offset), "", 0};
+  f.unnamed = true;
+  return f;
 }
 
 std::vector<Frame> Symbolizer::Frames(Module* m, uint64_t vaddr, uint64_t module_offset) {
@@ -475,6 +477,13 @@ std::vector<Frame> Symbolizer::Frames(Module* m, uint64_t vaddr, uint64_t module
         int tag = dwarf_tag(&*scope);
         if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram) continue;
         frames.push_back(Frame{m->Name(DieName(&*scope)), file, line});
+        // Where the function starts (pprof's start_line, as llvm-symbolizer
+        // gives it): its DW_AT_decl_line, through abstract_origin and
+        // specification.
+        int decl_line = 0;
+        if (dwarf_decl_line(&*scope, &decl_line) == 0 && decl_line > 0) {
+          frames.back().start_line = decl_line;
+        }
         if (tag != DW_TAG_inlined_subroutine) continue;
         // The caller's frame is at this inlined copy's call site.
         Dwarf_Attribute attr;
@@ -507,7 +516,10 @@ std::vector<Frame> Symbolizer::Frames(Module* m, uint64_t vaddr, uint64_t module
   }
   if (frames.empty()) return {UnknownFrame(m->basename, module_offset)};
   for (Frame& f : frames) {
-    if (f.function.empty()) f.function = UnknownFrame(m->basename, module_offset).function;
+    if (f.function.empty()) {
+      f.function = UnknownFrame(m->basename, module_offset).function;
+      f.unnamed = true;
+    }
   }
   return frames;
 }
@@ -528,6 +540,7 @@ void Symbolizer::Symbolize(std::vector<Location>* locs, const std::vector<bool>&
     if (loc.pseudo || loc.python || !loc.frames.empty()) continue;
     if (loc.module.empty()) {
       loc.frames.push_back(Frame{UnsymbolizedName(loc), "", 0});
+      loc.frames.back().unnamed = true;
       continue;
     }
     if (m_of == nullptr || m_of->module != loc.module || m_of->build_id != loc.build_id) {

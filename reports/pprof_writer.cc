@@ -1,5 +1,7 @@
 #include "reports/pprof_writer.h"
 
+#include <dlprof/version.h>
+
 #include <unistd.h>
 #include <zlib.h>
 
@@ -25,7 +27,7 @@ namespace {
 namespace field {
 constexpr uint32_t kSampleType = 1, kSample = 2, kMapping = 3, kLocation = 4, kFunction = 5,
                    kStringTable = 6, kTimeNanos = 9, kDurationNanos = 10, kPeriodType = 11,
-                   kPeriod = 12, kDefaultSampleType = 14;
+                   kPeriod = 12, kComment = 13, kDefaultSampleType = 14;
 constexpr uint32_t kValueTypeType = 1, kValueTypeUnit = 2;
 constexpr uint32_t kSampleLocationId = 1, kSampleValue = 2, kSampleLabel = 3;
 constexpr uint32_t kLabelKey = 1, kLabelStr = 2, kLabelNum = 3, kLabelNumUnit = 4;
@@ -59,8 +61,39 @@ struct MappingInfo {
   std::string path, build_id;
   uint64_t start = std::numeric_limits<uint64_t>::max(), limit = 0, offset = 0;
   bool from_process = false;
+  std::vector<Mapping> segments;  // of the one process the range comes from
   bool has_functions = true, has_filenames = false, has_lines = false, has_inline = false;
 };
+
+// The address `module_offset` had in the process `m` was taken from, or
+// `fallback` when no segment of it holds that offset.
+uint64_t AddressIn(const MappingInfo& m, uint64_t module_offset, uint64_t fallback) {
+  for (const Mapping& seg : m.segments) {
+    if (module_offset >= seg.offset && module_offset - seg.offset < seg.limit - seg.start) {
+      return seg.start + (module_offset - seg.offset);
+    }
+  }
+  return fallback;
+}
+
+// The executable of the training process (else of the first process): its
+// lowest file mapping, where the kernel puts a PIE or fixed-address
+// executable below the libraries and the loader. "" when unknown.
+const Mapping* MainExecutable(const Profile& p, const std::vector<std::string>& roles) {
+  const Mapping* first = nullptr;
+  for (size_t i = 0; i < p.processes.size(); ++i) {
+    const std::string& role = i < roles.size() ? roles[i] : p.processes[i].role;
+    const Mapping* lowest = nullptr;
+    for (const Mapping& m : p.processes[i].mappings) {
+      if (m.path.empty() || m.path[0] == '[') continue;
+      if (lowest == nullptr || m.start < lowest->start) lowest = &m;
+    }
+    if (lowest == nullptr) continue;
+    if (role == "main") return lowest;
+    if (first == nullptr) first = lowest;
+  }
+  return first;
+}
 
 void ValueType(ProtoEncoder* e, uint32_t f, StringTable* st, const char* type, const char* unit) {
   size_t t = e->BeginMessage(f);
@@ -84,33 +117,54 @@ void NumLabel(ProtoEncoder* e, int64_t key, int64_t value) {
   e->EndMessage(t);
 }
 
-// Removes each outermost open..close group: "f<int>(a, b)" -> "f".
-std::string RemoveMatching(const std::string& name, char open, char close) {
+// Drops parameter lists, and template arguments unless `keep_templates`:
+// "f<int>(a, b) const" -> "f". A group inside {...} stays (GCC names a
+// lambda "{lambda(int)#1}" by its parameters), and so does "(anonymous
+// namespace)". Unbalanced text is returned as it is.
+std::string StripGroups(const std::string& name, bool keep_templates) {
+  static const std::string kAnonymous = "(anonymous namespace)";
   std::string out;
-  int depth = 0;
-  for (char c : name) {
-    if (c == open) {
-      ++depth;
-    } else if (c == close && depth > 0) {
-      --depth;
-    } else if (depth == 0) {
-      out += c;
+  int braces = 0, angles = 0, dropped = 0;  // dropped: depth inside a removed group
+  for (size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    if (dropped == 0 && name.compare(i, kAnonymous.size(), kAnonymous) == 0) {
+      out += kAnonymous;  // a scope, not a parameter list
+      i += kAnonymous.size() - 1;
+      continue;
     }
+    const bool open = c == '(' || c == '<', close = c == ')' || c == '>';
+    if (dropped > 0) {
+      dropped += open ? 1 : close ? -1 : 0;
+      continue;
+    }
+    if (braces == 0 && (c == '(' ? angles == 0 : c == '<' && !keep_templates)) {
+      dropped = 1;
+      continue;
+    }
+    if (c == '{') ++braces;
+    if (c == '}' && braces > 0) --braces;
+    if (c == '<') ++angles;
+    if (c == '>' && angles > 0) --angles;
+    out += c;
   }
-  return depth == 0 ? out : name;
+  return dropped == 0 && braces == 0 && angles == 0 ? out : name;
 }
 
 // pprof shows C++ names without parameters and template arguments (its
 // default demangling). It derives that short name itself only from mangled
 // names, which Frame does not keep, so the writer stores it as Function.name
-// and the full demangled name as system_name. Go and Java names, with their
-// "pkg.(*T).M" and "C.<init>", are left alone.
+// and the full demangled name as system_name. Template arguments that name
+// a lambda or an unnamed type stay (pprof's "templates" form): without them
+// every std::function's "_M_invoke" would be one function. Go and Java
+// names, with their "pkg.(*T).M" and "C.<init>", are left alone.
 std::string ShortName(const std::string& name) {
   if (name.find(".(") != std::string::npos || name.find(".<") != std::string::npos ||
       name.find("]).") != std::string::npos || name.find("operator") != std::string::npos) {
     return name;
   }
-  std::string out = RemoveMatching(RemoveMatching(name, '(', ')'), '<', '>');
+  const bool keep_templates = name.find("{lambda") != std::string::npos ||
+                              name.find("{unnamed type") != std::string::npos;
+  std::string out = StripGroups(name, keep_templates);
   for (const char* suffix : {" const", " volatile", " &&", " &"}) {
     size_t n = std::strlen(suffix);
     if (out.size() > n && out.compare(out.size() - n, n, suffix) == 0) out.resize(out.size() - n);
@@ -174,26 +228,34 @@ std::string EncodePprof(const Profile& p, const std::vector<std::string>& roles)
 
   // Mappings: one per module, its range taken from the first process that
   // mapped it (all its segments), else spanned by the locations themselves.
+  // The first is the training process's executable: pprof names the
+  // profile after mapping[0] ("File:") and takes it for the main binary.
   std::unordered_map<std::string, size_t> mapping_index;
   std::vector<MappingInfo> mapping_list;
+  auto intern_mapping = [&](const std::string& path, const std::string& build_id) -> MappingInfo& {
+    auto [it, added] = mapping_index.emplace(ModuleKey(path, build_id), mapping_list.size());
+    if (added) {
+      MappingInfo m;
+      m.id = mapping_list.size() + 1;
+      m.path = path;
+      m.build_id = build_id;
+      mapping_list.push_back(m);
+    }
+    return mapping_list[it->second];
+  };
+  if (const Mapping* exe = MainExecutable(p, roles)) intern_mapping(exe->path, exe->build_id);
   std::vector<uint64_t> location_mapping(p.locations.size(), 0);
   for (size_t i = 0; i < p.locations.size(); ++i) {
     const Location& loc = p.locations[i];
     if (loc.pseudo || loc.module.empty()) continue;
-    auto [it, added] =
-        mapping_index.emplace(ModuleKey(loc.module, loc.build_id), mapping_list.size());
-    if (added) {
-      MappingInfo m;
-      m.id = mapping_list.size() + 1;
-      m.path = loc.module;
-      m.build_id = loc.build_id;
-      mapping_list.push_back(m);
-    }
-    MappingInfo& m = mapping_list[it->second];
+    MappingInfo& m = intern_mapping(loc.module, loc.build_id);
     location_mapping[i] = m.id;
+    // A mapping has functions only when every location of it is named:
+    // pprof symbolizes (from PPROF_BINARY_PATH) only mappings without.
     m.has_functions &= !loc.frames.empty();
     m.has_inline |= loc.frames.size() > 1;
     for (const Frame& f : loc.frames) {
+      m.has_functions &= !f.unnamed;
       m.has_filenames |= !f.file.empty();
       m.has_lines |= f.line > 0;
     }
@@ -214,6 +276,7 @@ std::string EncodePprof(const Profile& p, const std::vector<std::string>& roles)
           s.offset = pm.offset;
         }
         s.limit = std::max(s.limit, pm.limit);
+        if (pm.limit > pm.start) s.segments.push_back(pm);
         break;
       }
     }
@@ -222,6 +285,7 @@ std::string EncodePprof(const Profile& p, const std::vector<std::string>& roles)
       m.start = s.start;
       m.limit = s.limit;
       m.offset = s.offset;
+      m.segments = std::move(s.segments);
       m.from_process = true;
     }
   }
@@ -256,9 +320,18 @@ std::string EncodePprof(const Profile& p, const std::vector<std::string>& roles)
     const Location& loc = p.locations[i];
     size_t t = locations.BeginMessage(field::kLocation);
     locations.Varint(field::kLocationId, i + 1);
-    if (location_mapping[i] != 0) locations.Varint(field::kLocationMappingId, location_mapping[i]);
-    if (!loc.pseudo && loc.address != 0) locations.Varint(field::kLocationAddress, loc.address);
+    uint64_t address = loc.pseudo ? 0 : loc.address;
+    if (location_mapping[i] != 0) {
+      locations.Varint(field::kLocationMappingId, location_mapping[i]);
+      // In the layout of the process the mapping's range is from: another
+      // process's address (ASLR) would fall outside it.
+      address = AddressIn(mapping_list[location_mapping[i] - 1], loc.module_offset, address);
+    }
+    if (address != 0) locations.Varint(field::kLocationAddress, address);
     for (const Frame& f : loc.frames) {
+      // An unnamed frame gets no Line: pprof then shows the address and
+      // module, and can symbolize it later (PPROF_BINARY_PATH).
+      if (f.unnamed) continue;
       std::string key = f.function + '\0' + f.file;
       if (f.python) key += "\0py:" + std::to_string(f.start_line);
       auto [it, added] = function_ids.emplace(std::move(key), function_ids.size() + 1);
@@ -363,6 +436,15 @@ std::string EncodePprof(const Profile& p, const std::vector<std::string>& roles)
   ValueType(&tail, field::kPeriodType, &st, "cpu", "nanoseconds");
   tail.Int64(field::kPeriod, 1000000000 / (hz > 0 ? hz : 100));
   tail.Int64(field::kDefaultSampleType, st.Intern("cpu"));
+  // `pprof -comments`: what wrote the profile, and what ran.
+  tail.Int64(field::kComment, st.Intern("dlprof " DLPROF_VERSION_STRING));
+  for (size_t i = 0; i < p.processes.size(); ++i) {
+    const std::string& role = i < roles.size() ? roles[i] : p.processes[i].role;
+    if (role != "main" || p.processes[i].command.empty()) continue;
+    tail.Int64(field::kComment, st.Intern("main process: " + p.processes[i].command + " (pid " +
+                                          std::to_string(p.processes[i].pid) + ")"));
+    break;
+  }
 
   ProtoEncoder strings;
   // profile.proto is proto3: a string field that is not valid UTF-8 makes
@@ -377,18 +459,17 @@ std::string EncodePprof(const Profile& p, const std::vector<std::string>& roles)
   return out;
 }
 
-void WritePprof(const Profile& profile, const std::string& path,
-                const std::vector<std::string>& roles) {
-  std::string data = EncodePprof(profile, roles);
+namespace {
+
+// Gzips `data` onto `fd` and closes it; `name` is what errors call it.
+void GzipToFd(const std::string& data, int fd, const std::string& name) {
   // Level 6: zlib's default, and what pprof itself writes. On the 8 MB
   // profile of 8 x 250k samples it takes ~0.12 s; levels 1-3 save ~0.03 s for
   // a 2-7% larger file, level 9 costs 0.08 s more for 0.6% smaller.
-  OutputFile out(path);  // not gzopen(path): it would write through a link there
-  const int fd = out.TakeFd();
   gzFile f = gzdopen(fd, "wb6");
   if (f == nullptr) {
     close(fd);
-    throw std::runtime_error(path + ": cannot open for writing: out of memory");
+    throw std::runtime_error(name + ": cannot open for writing: out of memory");
   }
   size_t done = 0;
   while (done < data.size()) {
@@ -397,12 +478,27 @@ void WritePprof(const Profile& profile, const std::string& path,
       int err = 0;
       std::string msg = gzerror(f, &err);
       gzclose(f);
-      throw std::runtime_error(path + ": write failed: " + msg);
+      throw std::runtime_error(name + ": write failed: " + msg);
     }
     done += chunk;
   }
-  if (gzclose(f) != Z_OK) throw std::runtime_error(path + ": write failed on close");
+  if (gzclose(f) != Z_OK) throw std::runtime_error(name + ": write failed on close");
+}
+
+}  // namespace
+
+void WritePprof(const Profile& profile, const std::string& path,
+                const std::vector<std::string>& roles) {
+  std::string data = EncodePprof(profile, roles);
+  OutputFile out(path);  // not gzopen(path): it would write through a link there
+  GzipToFd(data, out.TakeFd(), path);
   out.Commit();
+}
+
+void WritePprofToFd(const Profile& profile, int fd, const std::vector<std::string>& roles) {
+  const int own = dup(fd);  // gzclose closes it; the caller keeps `fd`
+  if (own < 0) throw std::runtime_error(std::string("stdout: cannot write: ") + strerror(errno));
+  GzipToFd(EncodePprof(profile, roles), own, "stdout");
 }
 
 }  // namespace dlprof

@@ -34,6 +34,9 @@ std::string EncodePprof(const Profile& profile, const std::vector<std::string>& 
 // on disk). Throws std::runtime_error naming the path when it cannot be written.
 void WritePprof(const Profile& profile, const std::string& path,
                 const std::vector<std::string>& roles = {});
+// The same, gzipped onto an open descriptor (`dlprof convert -o -`); `fd`
+// stays open.
+void WritePprofToFd(const Profile& profile, int fd, const std::vector<std::string>& roles = {});
 
 }  // namespace dlprof
 
