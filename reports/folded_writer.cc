@@ -13,10 +13,11 @@
 namespace dlprof {
 namespace {
 
-// Folded frames are separated by ';' and end at the space before the count:
-// neither may appear inside a frame, nor may a newline. The file is UTF-8
-// text (flamegraph.pl turns it into SVG, speedscope decodes it): invalid
-// bytes become U+FFFD, control characters '?'.
+// Folded frames are separated by ';' and a line ends at its last space, before
+// the count: a frame may not hold ';' or a line break, but keeps its spaces
+// ("Augment(Image const&, int)"), as flamegraph.pl, inferno and speedscope
+// split at the last space only. The file is UTF-8 text: invalid bytes become
+// U+FFFD, tabs and line breaks a space, other control characters '?'.
 std::string CleanFrame(const std::string& s) {
   std::string out;
   out.reserve(s.size());
@@ -30,7 +31,7 @@ std::string CleanFrame(const std::string& s) {
       continue;
     }
     if (cp == ';') out += ':';
-    else if (cp == '\n' || cp == '\r' || cp == '\t' || cp == ' ') out += '_';
+    else if (cp == '\n' || cp == '\r' || cp == '\t') out += ' ';
     else if (IsTerminalControl(cp)) out += '?';
     else out.append(s, i, n);
     i += n;

@@ -707,7 +707,7 @@ TEST(PythonReport, RealInterpreterFramesMergeIntoFoldedStacks) {
 
   const std::string folded = MakeFoldedWriter()->Render(p, Analyze(p));
   EXPECT_EQ(folded,
-            "<module> (train.py:1);Dataset.__getitem__ (data_set.py:40);"
+            "<module> (train.py:1);Dataset.__getitem__ (data set.py:40);"
             "ImageFile.load (ImageFile.py:155);_imaging.cpython-311.so+0x12340 2\n");
 }
 
@@ -724,7 +724,7 @@ TEST(PythonReport, FoldedFramesKeepTheirSpaceAndAreCleaned) {
   s.count = 5;
   p.samples.push_back(s);
   const std::string folded = MakeFoldedWriter()->Render(p, Analyze(p));
-  EXPECT_EQ(folded, "<module> (<frozen_runpy>:1);Odd:name_ (my_file.py);memcpy 5\n");
+  EXPECT_EQ(folded, "<module> (<frozen runpy>:1);Odd:name  (my file.py);memcpy 5\n");
   // flamegraph.pl and speedscope split at the last space: the count.
   const std::string line = folded.substr(0, folded.size() - 1);
   EXPECT_EQ(line.substr(line.rfind(' ') + 1), "5");
