@@ -1,5 +1,7 @@
 #include "reports/analysis_json.h"
 
+#include <dlprof/version.h>
+
 #include <cmath>
 
 namespace dlprof {
@@ -107,6 +109,8 @@ json AnalysisJson(const Analysis& a) {
                    {"distortion_measured", a.cost.distortion_measured}};
   j["duration_s"] = Round((a.end_ns - a.start_ns) / 1e9);
   j["warnings"] = a.warnings;
+  j["schema_version"] = kSummarySchemaVersion;
+  j["dlprof_version"] = DLPROF_VERSION_STRING;
   return j;
 }
 

@@ -10,9 +10,12 @@
 
 namespace dlprof {
 
-// Keys: verdict, stages, buffers, processes, steps, profiler, duration_s,
-// warnings (DESIGN.md's summary.json contract, extended). Numbers rounded to
-// 1e-6.
+// summary.json's layout; docs/SUMMARY_JSON.md says when it changes.
+constexpr int kSummarySchemaVersion = 1;
+
+// Keys: every one in docs/SUMMARY_JSON.md (DESIGN.md's summary.json contract,
+// extended; tests/summary_schema_test.cc holds them to it). Numbers rounded
+// to 1e-6.
 nlohmann::json AnalysisJson(const Analysis& a);
 
 double RoundMicro(double v);
