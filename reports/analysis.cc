@@ -741,7 +741,6 @@ void DecideVerdict(const Profile& profile, bool has_steps, Analysis* a) {
   }
 }
 
-}  // namespace
 
 // verdict.bottleneck_functions, and one sentence of evidence naming them.
 // Input-bound with no data stage marked: the workers' hottest functions, when
@@ -770,6 +769,8 @@ void NameBottleneckFunctions(const Profile& profile, Analysis* a) {
   }
   v.evidence.push_back(text + ".");
 }
+
+}  // namespace
 
 Analysis Analyze(const Profile& profile) {
   Analysis a;
