@@ -741,7 +741,6 @@ void DecideVerdict(const Profile& profile, bool has_steps, Analysis* a) {
   }
 }
 
-
 // verdict.bottleneck_functions, and one sentence of evidence naming them.
 // Input-bound with no data stage marked: the workers' hottest functions, when
 // the pipeline has workers.
