@@ -256,8 +256,9 @@ Decoded Decode(const Record& record) {
   // before the header; GNU ld and lld after), to the end of its run of
   // segments: the text before them is not read.
   EhFrameSource source = r->source;
-  uintptr_t from = source.eh_frame_hdr;
-  {
+  // Without a header, .eh_frame's place is known (from the file).
+  uintptr_t from = source.eh_frame_hdr != 0 ? source.eh_frame_hdr : source.eh_frame;
+  if (source.eh_frame_hdr != 0) {
     // The header's first fields, read from a copy too (a dlclose meanwhile).
     EhFrameSource head = source;
     head.readable_lo = source.eh_frame_hdr & ~uintptr_t{7};

@@ -1,8 +1,12 @@
 #include "backends/eh_frame.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <unordered_map>
 
 namespace dlprof {
@@ -417,8 +421,133 @@ Header ReadHeader(const EhFrameSource& src) {
 
 uintptr_t EhFrameStart(const EhFrameSource& source) { return ReadHeader(source).frame; }
 
+namespace {
+
+// The address and size of the allocated section `want` in the ELF file at
+// `path`, from its section headers (pread; bounded: at most 4096 headers and
+// 1 MiB of names). False when the file, its headers or the section are
+// missing.
+bool FindAllocatedSection(const char* path, const char* want, uint64_t* addr, uint64_t* size) {
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  auto read_at = [fd](void* to, size_t n, uint64_t at) {
+    return pread(fd, to, n, static_cast<off_t>(at)) == static_cast<ssize_t>(n);
+  };
+  bool found = false;
+  ElfW(Ehdr) eh;
+  if (read_at(&eh, sizeof(eh), 0) && memcmp(eh.e_ident, ELFMAG, SELFMAG) == 0 &&
+      eh.e_ident[EI_CLASS] == (sizeof(void*) == 8 ? ELFCLASS64 : ELFCLASS32) && eh.e_shentsize == sizeof(ElfW(Shdr)) &&
+      eh.e_shnum > 0 && eh.e_shnum <= 4096 && eh.e_shstrndx < eh.e_shnum) {
+    std::vector<ElfW(Shdr)> sections(eh.e_shnum);
+    ElfW(Shdr)& names = sections[eh.e_shstrndx];
+    if (read_at(sections.data(), sections.size() * sizeof(ElfW(Shdr)), eh.e_shoff) &&
+        names.sh_size > 0 && names.sh_size <= (1u << 20)) {
+      std::string table(names.sh_size, '\0');
+      if (read_at(&table[0], table.size(), names.sh_offset)) {
+        for (const ElfW(Shdr)& sh : sections) {
+          if (sh.sh_name >= table.size() || (sh.sh_flags & SHF_ALLOC) == 0) continue;
+          if (strcmp(table.c_str() + sh.sh_name, want) != 0) continue;
+          *addr = sh.sh_addr;
+          *size = sh.sh_size;
+          found = true;
+          break;
+        }
+      }
+    }
+  }
+  close(fd);
+  return found;
+}
+
+// Appends the rows of the FDE at `fde_at`; false if it is corrupt (its rows
+// then say kCfiUnknown). `initial`, when not 0, is the pc the header's table
+// gave it, which the FDE must agree with.
+bool DecodeFde(const EhFrameSource& src, uintptr_t fde_at, uint64_t initial,
+               std::unordered_map<uintptr_t, Cie>* cies, CfiRowVector* rows) {
+  Reader r(src, fde_at);
+  Entry e;
+  if (!ReadEntry(&r, &e)) return false;
+  r.Limit(e.end);
+  const uintptr_t cie_field = r.pos();
+  const uint64_t cie_offset = e.is64 ? r.Fixed<uint64_t>() : r.Fixed<uint32_t>();
+  if (!r.ok() || cie_offset == 0 || cie_offset > cie_field) return false;
+  const uintptr_t cie_at = cie_field - static_cast<uintptr_t>(cie_offset);
+  auto [it, fresh] = cies->try_emplace(cie_at);
+  if (fresh) ParseCie(cie_at, src, src.eh_frame_hdr, &it->second);
+  const Cie& cie = it->second;
+  if (!cie.ok) return false;
+  const uint64_t pc_begin = r.Encoded(cie.fde_encoding, src.eh_frame_hdr);
+  const uint64_t pc_range = r.Encoded(cie.fde_encoding & kPeFormatMask, src.eh_frame_hdr);
+  if (cie.augmented) r.Skip(r.Uleb());
+  const uint64_t pc_end = pc_begin + pc_range;
+  if (!r.ok() || (initial != 0 && pc_begin != initial) || pc_begin < src.base ||
+      pc_end < pc_begin || pc_end - src.base > std::numeric_limits<uint32_t>::max()) {
+    return false;
+  }
+  State s = cie.initial;
+  auto emit = [&](uint64_t loc, const State& st) {
+    if (loc < pc_end) Append(rows, Pack(loc, src.base, st, cie));
+  };
+  const size_t before = rows->size();
+  bool ok = true;
+  if (!RunProgram(&r, e.end, cie, &s, pc_begin, &emit, src.eh_frame_hdr)) {
+    // Keep nothing of an FDE we could not follow to its end: its later rows
+    // are unknown, and a half-read row may be wrong.
+    rows->resize(before);
+    Append(rows, CfiRow{static_cast<uint32_t>(pc_begin - src.base), 0, 0, kCfiUnknown, 0});
+    ok = false;
+  }
+  Append(rows, CfiRow{static_cast<uint32_t>(pc_end - src.base), 0, 0, kCfiNone, 0});
+  return ok;
+}
+
+// The FDEs of a .eh_frame without a header, as (pc_begin, entry) sorted by
+// pc, found by walking its entries to the terminator or its end.
+std::vector<std::pair<uint64_t, uintptr_t>> ListFdes(const EhFrameSource& src, long* bad) {
+  std::vector<std::pair<uint64_t, uintptr_t>> fdes;
+  std::unordered_map<uintptr_t, Cie> cies;
+  const uintptr_t end = src.eh_frame + src.eh_frame_size;
+  Reader r(src, src.eh_frame);
+  while (r.ok() && r.pos() + 4 <= end) {
+    const uintptr_t at = r.pos();
+    Entry e;
+    if (!ReadEntry(&r, &e) || e.end > end) break;  // the terminator, or damage
+    const uintptr_t id_field = r.pos();
+    const uint64_t id = e.is64 ? r.Fixed<uint64_t>() : r.Fixed<uint32_t>();
+    if (r.ok() && id != 0 && id <= id_field) {  // an FDE (a CIE's id is 0)
+      const uintptr_t cie_at = id_field - static_cast<uintptr_t>(id);
+      auto [it, fresh] = cies.try_emplace(cie_at);
+      if (fresh) ParseCie(cie_at, src, src.eh_frame_hdr, &it->second);
+      const uint64_t pc = it->second.ok ? r.Encoded(it->second.fde_encoding, 0) : 0;
+      if (r.ok() && pc >= src.base) {
+        fdes.push_back({pc, at});
+      } else {
+        ++*bad;
+      }
+    }
+    r.Seek(e.end);
+  }
+  std::sort(fdes.begin(), fdes.end());
+  return fdes;
+}
+
+}  // namespace
+
 bool DecodeEhFrame(const EhFrameSource& src, CfiRowVector* rows, std::string* error,
                    long* skipped) {
+  long bad = 0;
+  std::unordered_map<uintptr_t, Cie> cies;
+  if (src.eh_frame_hdr == 0) {
+    if (src.eh_frame == 0) {
+      *error = "no .eh_frame_hdr and no .eh_frame";
+      return false;
+    }
+    for (const auto& [pc, fde_at] : ListFdes(src, &bad)) {
+      if (!DecodeFde(src, fde_at, pc, &cies, rows)) ++bad;
+    }
+    if (skipped != nullptr) *skipped = bad;
+    return true;
+  }
   const Header h = ReadHeader(src);
   if (h.count < 0) {
     *error = "no .eh_frame_hdr search table we can read";
@@ -433,8 +562,6 @@ bool DecodeEhFrame(const EhFrameSource& src, CfiRowVector* rows, std::string* er
   constexpr size_t kRowsReservedAtMost = size_t{4} << 20;
   rows->reserve(rows->size() +
                 std::min(static_cast<size_t>(h.count) * kRowsPerFde + 16, kRowsReservedAtMost));
-  long bad = 0;
-  std::unordered_map<uintptr_t, Cie> cies;
   Reader table(src, h.table);
   for (long i = 0; i < h.count; ++i) {
     const uint64_t initial = table.Encoded(h.table_encoding, src.eh_frame_hdr);
@@ -443,49 +570,7 @@ bool DecodeEhFrame(const EhFrameSource& src, CfiRowVector* rows, std::string* er
       bad += h.count - i;
       break;
     }
-    Reader r(src, static_cast<uintptr_t>(fde_at));
-    Entry e;
-    if (!ReadEntry(&r, &e)) {
-      ++bad;
-      continue;
-    }
-    r.Limit(e.end);
-    const uintptr_t cie_field = r.pos();
-    const uint64_t cie_offset = e.is64 ? r.Fixed<uint64_t>() : r.Fixed<uint32_t>();
-    if (!r.ok() || cie_offset == 0 || cie_offset > cie_field) {
-      ++bad;
-      continue;
-    }
-    const uintptr_t cie_at = cie_field - static_cast<uintptr_t>(cie_offset);
-    auto [it, fresh] = cies.try_emplace(cie_at);
-    if (fresh) ParseCie(cie_at, src, src.eh_frame_hdr, &it->second);
-    const Cie& cie = it->second;
-    if (!cie.ok) {
-      ++bad;
-      continue;
-    }
-    const uint64_t pc_begin = r.Encoded(cie.fde_encoding, src.eh_frame_hdr);
-    const uint64_t pc_range = r.Encoded(cie.fde_encoding & kPeFormatMask, src.eh_frame_hdr);
-    if (cie.augmented) r.Skip(r.Uleb());
-    const uint64_t pc_end = pc_begin + pc_range;
-    if (!r.ok() || pc_begin != initial || pc_begin < src.base || pc_end < pc_begin ||
-        pc_end - src.base > std::numeric_limits<uint32_t>::max()) {
-      ++bad;
-      continue;
-    }
-    State s = cie.initial;
-    auto emit = [&](uint64_t loc, const State& st) {
-      if (loc < pc_end) Append(rows, Pack(loc, src.base, st, cie));
-    };
-    const size_t before = rows->size();
-    if (!RunProgram(&r, e.end, cie, &s, pc_begin, &emit, src.eh_frame_hdr)) {
-      // Keep nothing of an FDE we could not follow to its end: its later rows
-      // are unknown, and a half-read row may be wrong.
-      rows->resize(before);
-      Append(rows, CfiRow{static_cast<uint32_t>(pc_begin - src.base), 0, 0, kCfiUnknown, 0});
-      ++bad;
-    }
-    Append(rows, CfiRow{static_cast<uint32_t>(pc_end - src.base), 0, 0, kCfiNone, 0});
+    if (!DecodeFde(src, static_cast<uintptr_t>(fde_at), initial, &cies, rows)) ++bad;
   }
   if (skipped != nullptr) *skipped = bad;
   return true;
@@ -503,7 +588,19 @@ bool FindLoadedEhFrame(const dl_phdr_info* info, LoadedEhFrame* out) {
       hdr = start;
     }
   }
-  if (hi == 0 || hdr == 0) return false;
+  uintptr_t eh_frame = 0, eh_frame_size = 0;
+  if (hdr == 0 && hi != 0) {
+    // No header: .eh_frame from the file's section headers.
+    const char* name = info->dlpi_name != nullptr && info->dlpi_name[0] != '\0' ? info->dlpi_name
+                                                                              : "/proc/self/exe";
+    uint64_t addr = 0, size = 0;
+    if (FindAllocatedSection(name, ".eh_frame", &addr, &size) && size > 0) {
+      eh_frame = info->dlpi_addr + addr;
+      eh_frame_size = size;
+    }
+  }
+  const uintptr_t anchor = hdr != 0 ? hdr : eh_frame;
+  if (hi == 0 || anchor == 0) return false;
   // The readable range: the run of adjacent loaded segments around the
   // header (.eh_frame sits next to it, in the same or the next segment).
   // Only their file-backed part (.eh_frame is never in .bss), and not across
@@ -526,7 +623,7 @@ bool FindLoadedEhFrame(const dl_phdr_info* info, LoadedEhFrame* out) {
   std::sort(loads.begin(), loads.end());
   size_t at = loads.size();
   for (size_t i = 0; i < loads.size(); ++i) {
-    if (hdr >= loads[i].lo && hdr < loads[i].hi) at = i;
+    if (anchor >= loads[i].lo && anchor < loads[i].hi) at = i;
   }
   if (at == loads.size()) return false;
   uintptr_t rlo = loads[at].lo, rhi = loads[at].hi;
@@ -536,10 +633,13 @@ bool FindLoadedEhFrame(const dl_phdr_info* info, LoadedEhFrame* out) {
   for (size_t i = at + 1; i < loads.size() && loads[i].lo == rhi && !loads[i].writable; ++i) {
     rhi = loads[i].hi;
   }
-  if (!(hdr >= rlo && hdr < rhi)) return false;
+  if (!(anchor >= rlo && anchor < rhi)) return false;
   out->text_lo = lo;
   out->text_hi = hi;
   out->source = EhFrameSource{hdr, rlo, rhi, lo};
+  out->source.eh_frame = eh_frame;
+  out->source.eh_frame_size = eh_frame_size;
+  if (eh_frame != 0 && eh_frame + eh_frame_size > rhi) return false;
   return true;
 }
 

@@ -80,11 +80,17 @@ struct EhFrameSource {
   // itself (nullptr: read in place). Addresses in the tables stay the
   // original ones; only where the bytes come from changes.
   const unsigned char* copy = nullptr;
+  // Without a header (linked with --no-eh-frame-hdr): .eh_frame itself, from
+  // the file's section headers, walked entry by entry.
+  uintptr_t eh_frame = 0;
+  uintptr_t eh_frame_size = 0;
 };
 
 // A loaded object's executable range and unwind information, from its
-// program headers (a dl_iterate_phdr entry). False when it has no
-// PT_GNU_EH_FRAME or no executable segment.
+// program headers (a dl_iterate_phdr entry), or, for an object without
+// PT_GNU_EH_FRAME, from the .eh_frame section its file names (read with
+// open/pread: call it off the signal path). False when it has neither, or no
+// executable segment.
 struct LoadedEhFrame {
   uintptr_t text_lo = 0, text_hi = 0;
   EhFrameSource source;
@@ -96,9 +102,10 @@ bool FindLoadedEhFrame(const dl_phdr_info* info, LoadedEhFrame* out);
 uintptr_t EhFrameStart(const EhFrameSource& source);
 
 // Appends the rows of every FDE, sorted by pc, with kCfiNone rows for the
-// gaps between FDEs. Corrupt entries are skipped (counted in *skipped when
-// given): never a read outside the readable range, never an unbounded loop.
-// False (and *error) if the header itself cannot be read.
+// gaps between FDEs: through the header's search table, or without a header
+// by walking .eh_frame's entries. Corrupt entries are skipped (counted in
+// *skipped when given): never a read outside the readable range, never an
+// unbounded loop. False (and *error) if the header itself cannot be read.
 bool DecodeEhFrame(const EhFrameSource& source, CfiRowVector* rows, std::string* error,
                    long* skipped = nullptr);
 
