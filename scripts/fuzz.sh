@@ -19,7 +19,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 targets=("$@")
-((${#targets[@]})) || targets=(dlprof gperftools pprof pprof_gzip elf)
+((${#targets[@]})) || targets=(dlprof gperftools pprof pprof_gzip elf eh_frame)
 build_dir=${DLPROF_FUZZ_BUILD_DIR:-build-fuzz}
 
 cc=$(command -v clang-14 || command -v clang || true)

@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -28,9 +29,12 @@
 #include "backends/cfi_tables.h"
 #include "backends/eh_frame.h"
 #include "backends/unwinder.h"
+#include "tests/support/files.h"
 
 namespace dlprof {
 namespace {
+
+using testing::RunCommand;
 
 constexpr char kLibpython[] = "/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0";
 
@@ -266,6 +270,43 @@ TEST(CfiRows, DamagedTablesAreReadWithinTheirBoundsAndEnd) {
   EXPECT_GT(total_skipped, 0) << "the damage should have cost some FDEs";
   munmap(area, span + 2 * page);
 }
+
+// Without .eh_frame_hdr the decoder walks .eh_frame entry by entry (an
+// object linked with --no-eh-frame-hdr): on real objects that must give the
+// very rows the header's search table gives.
+void ExpectSectionWalkMatchesHeader(const std::string& needle) {
+  Object o;
+  ASSERT_TRUE(FindObject(needle, &o)) << needle;
+  ASSERT_NE(o.frame.source.eh_frame_hdr, 0u);
+  CfiRowVector by_header, by_walk;
+  std::string error;
+  long skipped_header = 0, skipped_walk = 0;
+  ASSERT_TRUE(DecodeEhFrame(o.frame.source, &by_header, &error, &skipped_header)) << error;
+  // The section's place, as the collector finds it for an object without a
+  // header: the file's section headers.
+  char self[4096] = {};
+  const std::string file = o.path == "/proc/self/exe" && readlink(o.path.c_str(), self, sizeof(self) - 1) > 0
+                               ? std::string(self) : o.path;  // readelf's own /proc/self/exe is readelf
+  const std::string sections = RunCommand("readelf -SW " + file);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(sections, m,
+                                std::regex(R"( \.eh_frame +PROGBITS +([0-9a-f]+) [0-9a-f]+ ([0-9a-f]+) )")))
+      << sections;
+  EhFrameSource walk = o.frame.source;
+  walk.eh_frame_hdr = 0;
+  walk.eh_frame = o.bias + std::stoull(m[1], nullptr, 16);
+  walk.eh_frame_size = std::stoull(m[2], nullptr, 16);
+  ASSERT_TRUE(DecodeEhFrame(walk, &by_walk, &error, &skipped_walk)) << error;
+  EXPECT_EQ(skipped_walk, skipped_header);
+  ASSERT_GT(by_header.size(), 100u);
+  ASSERT_EQ(by_walk.size(), by_header.size());
+  for (size_t i = 0; i < by_header.size(); ++i) {
+    ASSERT_EQ(std::memcmp(&by_walk[i], &by_header[i], sizeof(CfiRow)), 0) << "row " << i;
+  }
+}
+
+TEST(CfiRows, SectionWalkGivesTheHeadersRowsForLibc) { ExpectSectionWalkMatchesHeader("libc.so"); }
+TEST(CfiRows, SectionWalkGivesTheHeadersRowsForThisProgram) { ExpectSectionWalkMatchesHeader(""); }
 
 // The walk itself: the same live signal frames, unwound by cfi and by
 // libunwind, in a thread that is deep in libc (qsort calling back into a

@@ -49,6 +49,8 @@ bool Replay(const std::string& target, const std::string& input) {
     fuzz::PprofGzip(input);
   } else if (target == "elf") {
     fuzz::Elf(input);
+  } else if (target == "eh_frame") {
+    fuzz::EhFrame(input);
   } else {
     return false;
   }

@@ -25,6 +25,8 @@
 
 #include <dlprof/format.h>
 
+#include "backends/eh_frame.h"
+
 #include "readers/dlprof_reader.h"
 #include "readers/gperftools_reader.h"
 #include "readers/pprof_reader.h"
@@ -228,6 +230,31 @@ inline void Elf(const std::string& bytes) {
     symbolizer.Symbolize(&locs, is_return);
   }
   unlink(path.c_str());
+}
+
+// The cfi unwinder's decoder (backends/eh_frame.h) on bytes a loaded object
+// may hold: the first byte picks how the rest is read, as a .eh_frame
+// section walked entry by entry (an object without .eh_frame_hdr: even) or
+// as a .eh_frame_hdr with its search table and the section after it (odd).
+// Every read must stay inside the bytes, every loop end.
+inline void EhFrame(const std::string& bytes) {
+  if (bytes.empty()) return;
+  constexpr uintptr_t kAt = 0x10000;  // where the bytes "are loaded"
+  EhFrameSource src;
+  src.readable_lo = kAt;
+  src.readable_hi = kAt + bytes.size() - 1;
+  src.copy = reinterpret_cast<const unsigned char*>(bytes.data()) + 1;
+  src.base = 0;
+  if (bytes[0] & 1) {
+    src.eh_frame_hdr = kAt;
+  } else {
+    src.eh_frame = kAt;
+    src.eh_frame_size = bytes.size() - 1;
+  }
+  CfiRowVector rows;
+  std::string error;
+  long skipped = 0;
+  DecodeEhFrame(src, &rows, &error, &skipped);
 }
 
 }  // namespace dlprof::fuzz
