@@ -167,6 +167,17 @@ void SetRule(State* s, const Cie& cie, uint64_t reg, Rule rule) {
   if (reg == cie.ra_reg) s->ra = rule;
 }
 
+// An offset times the data alignment, saturated: hostile tables overflow
+// it, and a saturated offset is out of every row's range (Pack).
+int64_t Scaled(int64_t offset, int64_t align) {
+  int64_t out;
+  if (__builtin_mul_overflow(offset, align, &out)) {
+    return (offset < 0) != (align < 0) ? std::numeric_limits<int64_t>::min()
+                                       : std::numeric_limits<int64_t>::max();
+  }
+  return out;
+}
+
 Rule InitialRule(const Cie& cie, uint64_t reg) {
   if (reg == kRegFp) return cie.initial.fp;
   if (reg == cie.ra_reg) return cie.initial.ra;
@@ -189,7 +200,7 @@ bool RunProgram(Reader* r, uintptr_t end, const Cie& cie, State* s, uint64_t loc
     if (high == 0x40) {
       advance = low * cie.code_align;
     } else if (high == 0x80) {
-      SetRule(s, cie, low, Rule{Rule::kOffset, static_cast<int64_t>(r->Uleb()) * cie.data_align});
+      SetRule(s, cie, low, Rule{Rule::kOffset, Scaled(static_cast<int64_t>(r->Uleb()), cie.data_align)});
     } else if (high == 0xc0) {
       SetRule(s, cie, low, InitialRule(cie, low));
     } else {
@@ -206,7 +217,7 @@ bool RunProgram(Reader* r, uintptr_t end, const Cie& cie, State* s, uint64_t loc
         case 0x04: advance = r->Fixed<uint32_t>() * cie.code_align; break;
         case 0x05: {  // offset_extended
           const uint64_t reg = r->Uleb();
-          SetRule(s, cie, reg, Rule{Rule::kOffset, static_cast<int64_t>(r->Uleb()) * cie.data_align});
+          SetRule(s, cie, reg, Rule{Rule::kOffset, Scaled(static_cast<int64_t>(r->Uleb()), cie.data_align)});
           break;
         }
         case 0x06: {  // restore_extended
@@ -247,15 +258,15 @@ bool RunProgram(Reader* r, uintptr_t end, const Cie& cie, State* s, uint64_t loc
         }
         case 0x11: {  // offset_extended_sf
           const uint64_t reg = r->Uleb();
-          SetRule(s, cie, reg, Rule{Rule::kOffset, r->Sleb() * cie.data_align});
+          SetRule(s, cie, reg, Rule{Rule::kOffset, Scaled(r->Sleb(), cie.data_align)});
           break;
         }
         case 0x12:  // def_cfa_sf
           s->cfa_reg = r->Uleb();
-          s->cfa_offset = r->Sleb() * cie.data_align;
+          s->cfa_offset = Scaled(r->Sleb(), cie.data_align);
           s->cfa_expression = false;
           break;
-        case 0x13: s->cfa_offset = r->Sleb() * cie.data_align; break;  // def_cfa_offset_sf
+        case 0x13: s->cfa_offset = Scaled(r->Sleb(), cie.data_align); break;  // def_cfa_offset_sf
         case 0x14:  // val_offset
         case 0x15: {  // val_offset_sf
           const uint64_t reg = r->Uleb();
@@ -268,7 +279,7 @@ bool RunProgram(Reader* r, uintptr_t end, const Cie& cie, State* s, uint64_t loc
         case 0x2f: {               // GNU_negative_offset_extended
           const uint64_t reg = r->Uleb();
           SetRule(s, cie, reg,
-                  Rule{Rule::kOffset, -static_cast<int64_t>(r->Uleb()) * cie.data_align});
+                  Rule{Rule::kOffset, Scaled(Scaled(static_cast<int64_t>(r->Uleb()), cie.data_align), -1)});
           break;
         }
         default: return false;  // an opcode we do not know: its operands are unknown too

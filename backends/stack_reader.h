@@ -21,9 +21,13 @@ inline bool PlausibleUserPc(uintptr_t pc) { return pc != 0 && pc < kUserAddressL
 
 class StackReader {
  public:
-  explicit StackReader(const StackBounds& b) : lo_(b.lo), hi_(b.hi) {}
-  bool usable() const { return hi_ > lo_ && hi_ - lo_ >= 16; }
-  // True (and *out set) if the aligned word at `addr` lies inside the bounds.
+  explicit StackReader(const StackBounds& b)
+      : lo_(b.lo), hi_(b.hi), alt_lo_(b.alt_lo), alt_hi_(b.alt_hi) {}
+  bool usable() const {
+    return (hi_ > lo_ && hi_ - lo_ >= 16) || (alt_hi_ > alt_lo_ && alt_hi_ - alt_lo_ >= 16);
+  }
+  // True (and *out set) if the aligned word at `addr` lies inside the bounds
+  // (the thread's stack, or the signal stack beside it).
   // This function is safe to call from asynchronous signals.
   // Not instrumented by ASan: a frame pointer from code built without one
   // (libbz2, libc) points anywhere in the stack, often into an instrumented
@@ -31,7 +35,11 @@ class StackReader {
   // keep it in the stack); ASan calls that a stack-buffer-overflow when the
   // word overlaps a redzone, and the profiled program died of it.
   __attribute__((no_sanitize("address"))) bool Read(uintptr_t addr, uintptr_t* out) const {
-    if ((addr & 7) != 0 || addr < lo_ || addr > hi_ - sizeof(uintptr_t)) return false;
+    if ((addr & 7) != 0) return false;
+    const bool in_stack = hi_ >= sizeof(uintptr_t) && addr >= lo_ && addr <= hi_ - sizeof(uintptr_t);
+    const bool in_alt = alt_hi_ >= sizeof(uintptr_t) && addr >= alt_lo_ &&
+                        addr <= alt_hi_ - sizeof(uintptr_t);
+    if (!in_stack && !in_alt) return false;
     *out = *reinterpret_cast<const uintptr_t*>(addr);
     return true;
   }
@@ -39,6 +47,8 @@ class StackReader {
  private:
   uintptr_t lo_;
   uintptr_t hi_;
+  uintptr_t alt_lo_;
+  uintptr_t alt_hi_;
 };
 
 }  // namespace dlprof

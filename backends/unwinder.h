@@ -17,6 +17,12 @@ namespace dlprof {
 struct StackBounds {
   uintptr_t lo = 0;
   uintptr_t hi = 0;
+  // A second range the walk may read, [alt_lo, alt_hi): the signal stack
+  // (sigaltstack) the interrupted code runs on, when it is not on the
+  // thread's stack; 0, 0 for none. The walk crosses from it to the thread's
+  // stack through the signal frame.
+  uintptr_t alt_lo = 0;
+  uintptr_t alt_hi = 0;
 };
 
 // Bounds of the calling thread's stack, from pthread_getattr_np (empty if it

@@ -1,12 +1,14 @@
 #include "core/signal_handler.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <ucontext.h>
 
 #include <cstring>
 
+#include "backends/backend_factories.h"
 #include "core/proc_maps.h"
 #include "core/python_frames.h"
 #include "core/raw_syscall.h"
@@ -57,6 +59,24 @@ struct SampleCall {
   const ucontext_t* uc;
 };
 
+// The thread's stack bounds, and, when the interrupted code runs on the
+// thread's signal stack (a handler installed with SA_ONSTACK), that stack
+// too: the walk reads both (StackBounds::alt_lo). One sigaltstack() call,
+// only when the stack pointer is outside the thread's stack.
+// This function is safe to call from asynchronous signals.
+StackBounds BoundsAt(StackBounds bounds, const ucontext_t* uc) {
+  const uintptr_t sp = ContextSp(uc);
+  if (sp == 0 || (sp >= bounds.lo && sp < bounds.hi)) return bounds;
+  stack_t alt{};
+  if (RawSyscall6(SYS_sigaltstack, 0, reinterpret_cast<long>(&alt), 0, 0, 0, 0) != 0) return bounds;
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(alt.ss_sp);
+  if ((alt.ss_flags & SS_DISABLE) == 0 && alt.ss_size > 0 && sp >= lo && sp - lo < alt.ss_size) {
+    bounds.alt_lo = lo;
+    bounds.alt_hi = lo + alt.ss_size;
+  }
+  return bounds;
+}
+
 // The sample itself, on the slot's unwind stack (or, without one, on the
 // program's): unwind, weigh, write the ring. The caller holds in_handler.
 // This function is safe to call from asynchronous signals.
@@ -73,7 +93,7 @@ __attribute__((noinline)) void TakeSample(void* arg) {
 
   uintptr_t pcs[kMaxFrames];
   t_in_unwind = true;  // the loader is only tried, never waited for (proc_maps.h)
-  int frames = unwinder->Unwind(call->uc, s->bounds, pcs, g_sampler.max_frames);
+  int frames = unwinder->Unwind(call->uc, BoundsAt(s->bounds, call->uc), pcs, g_sampler.max_frames);
   t_in_unwind = false;
   if (frames < 0) frames = 0;
   uint64_t py[kPyFrameWords * kMaxPythonFrames];
