@@ -49,6 +49,8 @@ TEST(CommandConventions, HelpListsEveryVariableTheRuntimeReads) {
   ASSERT_GE(asked.size(), 8u);
   asked.insert("DLPROF_RUN_ID");  // read by core/run_folder.cc
   asked.insert("DLPROF_LIB");     // read by `dlprof run`
+  asked.insert("DLPROF_RUN_MAIN_PID");         // set by `dlprof run` and core/run_folder.cc
+  asked.insert("_DLPROF_PYTHONPATH_BEFORE");  // set by core/python_bootstrap.cc
   int code = 0;
   const std::string help = Dlprof("--help", &code);
   EXPECT_EQ(code, 0);

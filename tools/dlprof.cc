@@ -77,7 +77,10 @@ const char* kTopUsage =
     "  DLPROF_RUN_ID=ID         one run folder for processes started apart (set by dlprof run;\n"
     "                           give each host or rank the same ID to merge them)\n"
     "read by the dlprof command:\n"
-    "  DLPROF_LIB=PATH          the libdlprof.so that `run` preloads\n";
+    "  DLPROF_LIB=PATH          the libdlprof.so that `run` preloads\n"
+    "set by dlprof itself for the processes of a run (not to be set by hand):\n"
+    "  DLPROF_RUN_MAIN_PID=PID  the run's first process\n"
+    "  _DLPROF_PYTHONPATH_BEFORE=...  PYTHONPATH as it was, restored in Python at start-up\n";
 
 // One line of dlprof's own on a terminal. Lines name files, stages and
 // fields of a profile, which are anyone's bytes: escaped (reports/utf8.h).
