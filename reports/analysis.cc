@@ -573,7 +573,35 @@ WorkerCount CountWorkers(const Profile& profile, const Analysis& a) {
   return c;
 }
 
-void DecideVerdict(const Profile& profile, bool has_steps, Analysis* a) {
+// The training loop's own CPU inside its waits, outside any data stage: CPU
+// samples of the loop's thread during its waits in the analysed steps, over
+// the time those waits took. A loop that waits for workers is blocked then;
+// one that unpickles a batch, copies it out of shared memory or collates in
+// the main process runs.
+double LoopReceiveFraction(const Profile& profile, const Analysis& a, const WaitIndex& waits) {
+  const StepStats& steps = a.steps;
+  double wait_s = 0;
+  for (double w : steps.wait_s) wait_s += w;
+  if (steps.count == 0 || wait_s <= 0) return 0;
+  std::vector<char> data_stage(profile.stages.size(), 0);
+  for (const StageStats& st : a.stages) {
+    for (size_t i = 1; i < profile.stages.size(); ++i) {
+      if (profile.stages[i] == st.name) data_stage[i] = st.data_stage;
+    }
+  }
+  double cpu_s = 0;
+  for (const Sample& s : profile.samples) {
+    if (s.kind != SampleKind::kCpu || s.process != steps.process || s.tid != steps.tid) continue;
+    if (s.time_ns < steps.begin_ns || s.time_ns >= steps.end_ns || !waits.Contains(s.time_ns)) continue;
+    const auto& path = profile.stage_paths[s.stage_path];
+    bool in_data_stage = false;
+    for (uint32_t st : path) in_data_stage |= st < data_stage.size() && data_stage[st];
+    if (!in_data_stage) cpu_s += s.cpu_ns / 1e9;
+  }
+  return std::min(1.0, cpu_s / wait_s);
+}
+
+void DecideVerdict(const Profile& profile, bool has_steps, const WaitIndex& waits, Analysis* a) {
   Verdict& v = a->verdict;
   const StepStats& steps = a->steps;
   // The consumer's buffers: those in the training loop's process.
@@ -619,6 +647,24 @@ void DecideVerdict(const Profile& profile, bool has_steps, Analysis* a) {
                        "optimise" + std::string(consumer && consumer->full_fraction > 0.5
                                                     ? " (the prefetch buffer is mostly full)."
                                                     : "."));
+    return;
+  }
+  // The loop's own work inside its waits: when it runs most of the time it
+  // "waits", it is not waiting for the workers, and no data stage is to
+  // blame (issue 14: a loop unpacking 7 ms per batch beside idle workers was
+  // blamed on the workers' largest stage).
+  v.loop_receive_fraction = has_steps ? LoopReceiveFraction(profile, *a, waits) : 0;
+  if (v.loop_receive_fraction >= kLoopReceiveShare) {
+    v.bottleneck_kind = "cpu";
+    v.bottleneck_role = "main";
+    v.evidence.push_back("The training loop ran on its own CPU " + Pct(v.loop_receive_fraction) +
+                         " of the time it waited for data, outside every data stage: receiving "
+                         "batches (unpickling them, copying them out of shared memory, collating "
+                         "in the training process), not waiting for the workers.");
+    v.advice.push_back("The training loop's own receive work is the bottleneck, not the workers: "
+                       "send fewer, larger objects per batch (tensors in shared memory rather than "
+                       "many small Python objects), collate in the workers, or mark that work with "
+                       "a stage to see it in the flame graph.");
     return;
   }
   // The bottleneck: the data stage with the largest self time.
@@ -749,6 +795,7 @@ void NameBottleneckFunctions(const Profile& profile, Analysis* a) {
   std::vector<std::string> roles;
   for (const ProcessStats& p : a->processes) roles.push_back(p.role);
   std::string text;
+  if (v.loop_receive_fraction >= kLoopReceiveShare) return;  // the loop's own work: no stage
   if (!v.bottleneck_stage.empty()) {
     v.bottleneck_functions =
         BottleneckFunctions(profile, roles, v.bottleneck_stage, v.bottleneck_role, v.bottleneck_kind, 5);
@@ -784,7 +831,7 @@ Analysis Analyze(const Profile& profile) {
   a.workers = CountWorkers(profile, a);
   a.contention = MeasureContention(profile, a);
   a.verdict.cpu_saturated = a.contention.saturated;
-  DecideVerdict(profile, has_steps, &a);
+  DecideVerdict(profile, has_steps, waits, &a);
   NameBottleneckFunctions(profile, &a);
   ExplainContention(a, &a.verdict);
   a.cost.distortion = a.steps.distortion;

@@ -132,6 +132,10 @@ struct Verdict {
   // Inside the bottleneck stage, the functions with the most inclusive time
   // (reports/analysis_functions.h); empty when there is no bottleneck stage.
   std::vector<CulpritFunction> bottleneck_functions;
+  // The training loop's own CPU time inside its waits (outside data stages)
+  // over the waits' time; at kLoopReceiveShare or more the loop's receive
+  // work is the bottleneck (no stage is named).
+  double loop_receive_fraction = 0;
 };
 
 struct ProfilerCost {
@@ -159,6 +163,10 @@ struct Analysis {
 // (TensorFlow Profiler's input-pipeline analyzer uses the same).
 constexpr double kHighWaitFraction = 0.20;
 constexpr double kModerateWaitFraction = 0.05;
+
+// The share of its waits the training loop must spend on its own CPU for its
+// receive work, not the workers, to be the bottleneck.
+constexpr double kLoopReceiveShare = 0.5;
 
 // CPU saturation: a moment is saturated when the program's runnable threads
 // exceed its cores by more than kSaturationMargin threads (or 10% of the

@@ -22,6 +22,7 @@ json AnalysisJson(const Analysis& a) {
                   {"bottleneck_role", v.bottleneck_role},
                   {"basis", v.basis},
                   {"cpu_saturated", v.cpu_saturated},
+                  {"loop_receive_fraction", Round(v.loop_receive_fraction)},
                   {"advice", v.advice},
                   {"evidence", v.evidence}};
   if (v.slowest_worker >= 0) {

@@ -107,6 +107,10 @@ class SummaryTextWriter : public ReportWriter {
         out += Line("Bottleneck: stage '%s', %s-bound, in the %s process%s.",
                     Clean(v.bottleneck_stage).c_str(), v.bottleneck_kind == "io" ? "I/O" : "CPU",
                     Clean(v.bottleneck_role, 12).c_str(), v.bottleneck_role == "worker" ? "es" : "");
+      } else if (v.loop_receive_fraction >= kLoopReceiveShare) {
+        out += Line("Bottleneck: the training loop's own receive work, CPU-bound, in the main "
+                    "process (%.0f%% of its waits on its own CPU).",
+                    100 * v.loop_receive_fraction);
       }
     } else if (v.basis == "none") {
       out += "VERDICT: unknown (no step markers and no buffers).\n";

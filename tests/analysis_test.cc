@@ -116,6 +116,89 @@ TEST(AnalysisStages, WaitIntervalsAreHalfOpen) {
 }
 
 
+// A loop whose 20 steps of 10 ms each wait 8 ms for data, beside one worker
+// that parses. `loop_cpu_in_wait` 1 ms CPU samples of the loop's own thread
+// fall in each wait, outside any stage (unpacking the batch); the worker
+// parses `worker_parse` ms per step.
+Profile ReceiveProfile(int loop_cpu_in_wait, int worker_parse) {
+  std::vector<int64_t> steps(20, 10);
+  Profile p = StepsProfile(steps, 0, 0, 0);
+  Process worker = p.processes[0];
+  worker.pid = 2;
+  worker.ppid = 1;
+  worker.role = "worker";
+  worker.worker = 0;
+  p.processes.push_back(worker);
+  const uint32_t parse = p.InternStagePath({p.InternStage("parse")});
+  for (int i = 0; i < 20; ++i) {
+    const int64_t t = (1000 + 10 * i) * kMs;
+    Interval wait;
+    wait.kind = IntervalKind::kWait;
+    wait.tid = 7;
+    wait.begin_ns = t;
+    wait.end_ns = t + 8 * kMs;
+    p.intervals.push_back(wait);
+    for (int k = 0; k < loop_cpu_in_wait; ++k) {
+      Sample s;
+      s.tid = 7;
+      s.time_ns = t + k * kMs + kMs / 2;
+      s.cpu_ns = kMs;
+      p.samples.push_back(s);
+    }
+    for (int k = 0; k < worker_parse; ++k) {
+      Sample s;
+      s.process = 1;
+      s.tid = 20;
+      s.time_ns = t + k * kMs / 2;
+      s.cpu_ns = kMs;
+      s.stage_path = parse;
+      p.samples.push_back(s);
+    }
+  }
+  return p;
+}
+
+TEST(AnalysisVerdict, TheLoopsOwnReceiveWorkInsideItsWaitsIsTheBottleneckNotIdleWorkers) {
+  const Analysis a = Analyze(ReceiveProfile(7, 1));
+  EXPECT_EQ(a.verdict.severity, "high");
+  EXPECT_NEAR(a.verdict.loop_receive_fraction, 7.0 / 8, 1e-6);
+  EXPECT_EQ(a.verdict.bottleneck_stage, "");
+  EXPECT_EQ(a.verdict.bottleneck_role, "main");
+  EXPECT_EQ(a.verdict.bottleneck_kind, "cpu");
+  EXPECT_TRUE(a.verdict.bottleneck_functions.empty());
+  bool said = false;
+  for (const std::string& e : a.verdict.evidence) said |= e.find("ran on its own CPU 88%") != std::string::npos;
+  EXPECT_TRUE(said) << ::testing::PrintToString(a.verdict.evidence);
+}
+
+TEST(AnalysisVerdict, ALoopBlockedInItsWaitsBlamesTheWorkersStage) {
+  const Analysis a = Analyze(ReceiveProfile(1, 8));
+  EXPECT_EQ(a.verdict.severity, "high");
+  EXPECT_NEAR(a.verdict.loop_receive_fraction, 1.0 / 8, 1e-6);
+  EXPECT_EQ(a.verdict.bottleneck_stage, "parse");
+  EXPECT_EQ(a.verdict.bottleneck_role, "worker");
+}
+
+TEST(AnalysisVerdict, DataStagesInsideTheWaitsAreNotReceiveWork) {
+  // num_workers=0: the loop itself parses inside its waits, in a marked stage.
+  Profile p = ReceiveProfile(0, 0);
+  const uint32_t parse = p.InternStagePath({p.InternStage("parse")});
+  for (int i = 0; i < 20; ++i) {
+    for (int k = 0; k < 7; ++k) {
+      Sample s;
+      s.tid = 7;
+      s.time_ns = (1000 + 10 * i + k) * kMs + kMs / 2;
+      s.cpu_ns = kMs;
+      s.stage_path = parse;
+      p.samples.push_back(s);
+    }
+  }
+  const Analysis a = Analyze(p);
+  EXPECT_EQ(a.verdict.loop_receive_fraction, 0);
+  EXPECT_EQ(a.verdict.bottleneck_stage, "parse");
+  EXPECT_EQ(a.verdict.bottleneck_role, "main");
+}
+
 // A run's processes built by hand: who started whom, what each recorded.
 // Times are ms from the profile's start; wall ticks are 10 ms each.
 class RunBuilder {

@@ -215,6 +215,8 @@ void PrintVerdict(const Analysis& a, const std::string& out_dir, FILE* to) {
     if (!v.bottleneck_stage.empty()) {
       line += "; bottleneck: '" + v.bottleneck_stage + "' (" + v.bottleneck_kind + ", " +
               v.bottleneck_role + ")";
+    } else if (v.loop_receive_fraction >= kLoopReceiveShare) {
+      line += "; bottleneck: the training loop's own receive work (cpu, main)";
     }
     Say(to, line);
   } else if (v.basis != "none") {
