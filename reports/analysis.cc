@@ -573,11 +573,11 @@ WorkerCount CountWorkers(const Profile& profile, const Analysis& a) {
   return c;
 }
 
-// The training loop's own CPU inside its waits, outside any data stage: CPU
-// samples of the loop's thread during its waits in the analysed steps, over
-// the time those waits took. A loop that waits for workers is blocked then;
-// one that unpickles a batch, copies it out of shared memory or collates in
-// the main process runs.
+// The training loop's own work inside its waits, outside any data stage: CPU
+// samples of the loop's thread during its waits in the analysed steps (with
+// the waits for a core that go with them), over the time those waits took. A
+// loop that waits for workers is blocked then; one that unpickles a batch,
+// copies it out of shared memory or collates in the main process runs.
 double LoopReceiveFraction(const Profile& profile, const Analysis& a, const WaitIndex& waits) {
   const StepStats& steps = a.steps;
   double wait_s = 0;
@@ -590,15 +590,28 @@ double LoopReceiveFraction(const Profile& profile, const Analysis& a, const Wait
     }
   }
   double cpu_s = 0;
+  // On a crowded machine the loop also waits for a core while it receives:
+  // runnable, not waiting for the workers either. Its waits for a core are
+  // taken in proportion to its CPU time over the steps (the wall records'
+  // runs do not end at the waits' edges, so they cannot be split there).
+  double thread_cpu = 0, thread_core_wait = 0;
   for (const Sample& s : profile.samples) {
-    if (s.kind != SampleKind::kCpu || s.process != steps.process || s.tid != steps.tid) continue;
-    if (s.time_ns < steps.begin_ns || s.time_ns >= steps.end_ns || !waits.Contains(s.time_ns)) continue;
+    if (s.process != steps.process || s.tid != steps.tid) continue;
+    if (s.time_ns < steps.begin_ns || s.time_ns >= steps.end_ns) continue;
+    if (s.kind == SampleKind::kWall) {
+      thread_cpu += s.cpu_ns;
+      thread_core_wait += s.wait_ns;
+      continue;
+    }
+    if (!waits.Contains(s.time_ns)) continue;
     const auto& path = profile.stage_paths[s.stage_path];
     bool in_data_stage = false;
     for (uint32_t st : path) in_data_stage |= st < data_stage.size() && data_stage[st];
     if (!in_data_stage) cpu_s += s.cpu_ns / 1e9;
   }
-  return std::min(1.0, cpu_s / wait_s);
+  const double runnable_per_cpu =
+      thread_cpu > 0 ? std::min(10.0, (thread_cpu + thread_core_wait) / thread_cpu) : 1.0;
+  return std::min(1.0, cpu_s * runnable_per_cpu / wait_s);
 }
 
 void DecideVerdict(const Profile& profile, bool has_steps, const WaitIndex& waits, Analysis* a) {

@@ -132,9 +132,10 @@ struct Verdict {
   // Inside the bottleneck stage, the functions with the most inclusive time
   // (reports/analysis_functions.h); empty when there is no bottleneck stage.
   std::vector<CulpritFunction> bottleneck_functions;
-  // The training loop's own CPU time inside its waits (outside data stages)
-  // over the waits' time; at kLoopReceiveShare or more the loop's receive
-  // work is the bottleneck (no stage is named).
+  // The training loop's own runnable time (CPU, and the waits for a core
+  // that go with it) inside its waits, outside data stages, over the waits'
+  // time; at kLoopReceiveShare or more the loop's receive work is the
+  // bottleneck (no stage is named).
   double loop_receive_fraction = 0;
 };
 

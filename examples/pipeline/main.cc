@@ -56,6 +56,8 @@ bool Validate(const Options& o) {
     problem = "--image-size must be 8..1024";
   else if (o.decode_scale != 1 && o.decode_scale != 2 && o.decode_scale != 4 && o.decode_scale != 8)
     problem = "--decode-scale must be 1, 2, 4 or 8";
+  else if (o.receive_ms < 0 || o.receive_ms > 10000)
+    problem = "--receive-ms must be 0..10000";
   else if (o.storage_mbps < 0 || o.slow_worker_mbps < 0)
     problem = "bandwidths must be >= 0";
   else if (o.model_width < 1 || o.model_layers < 1)
@@ -146,6 +148,8 @@ int ParseCommandLine(int argc, char** argv, Options* out) {
       ("model-width", po::value<int>(), "hidden units per layer of the model")
       ("model-layers", po::value<int>(), "hidden layers of the model")
       ("warmup-steps", po::value<int>(), "first steps left out of steady_wait_fraction")
+      ("receive-ms", po::value<double>(),
+       "CPU the training loop spends receiving each batch inside its wait (unpacking)")
       ("data-dir", po::value<std::string>(&o.data_dir),
        "data set cache folder (default $XDG_CACHE_HOME/dlprof-example or "
        "~/.cache/dlprof-example)")
@@ -209,6 +213,7 @@ int ParseCommandLine(int argc, char** argv, Options* out) {
   take("model-width", &o.model_width);
   take("model-layers", &o.model_layers);
   take("warmup-steps", &o.warmup_steps);
+  take("receive-ms", &o.receive_ms);
   // --workers N on a scenario without workers: give them a buffer to fill.
   if (o.workers > 0 && o.prefetch == 0 && !vm.count("prefetch")) o.prefetch = 4;
   if (o.data_dir.empty()) o.data_dir = DefaultDataDir();
@@ -292,7 +297,7 @@ int main(int argc, char** argv) {
                                                   ? MakeInProcessReadingService(dataset, so)
                                                   : MakeMultiprocessingReadingService(dataset, so);
     Model model(mc);
-    result = Train(*service, model, o.steps);
+    result = Train(*service, model, o.steps, o.receive_ms);
     service_ok = service->Shutdown();
     service_error = service->error();
     processes = service->Report();

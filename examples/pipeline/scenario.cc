@@ -52,6 +52,19 @@ const std::vector<Scenario>& Scenarios() {
          o->model_layers = 2;
          o->steps = 54;
        }},
+      {"receive-bound",
+       "the training loop unpacks each batch for 10 ms inside its wait while cheap workers idle",
+       "input-bound (high); the training loop's own receive work, kind cpu, role main, no stage",
+       [](Options* o) {
+         o->workers = 2;
+         o->batch_size = 8;
+         o->decode_scale = 8;
+         o->image_size = 32;
+         o->model_width = 64;
+         o->model_layers = 1;
+         o->receive_ms = 10;
+         o->steps = 200;
+       }},
       {"in-process",
        "no workers: the pipeline runs inline in the training loop (like num_workers=0)",
        "input-bound (high); bottleneck stage decode, kind cpu, role main",

@@ -24,6 +24,9 @@ struct Options {
   int model_width = 256;
   int model_layers = 3;
   int warmup_steps = 3;  // left out of steady_wait_fraction
+  // CPU the training loop spends receiving each batch inside its wait, as a
+  // loop that unpickles batches or copies them out of shared memory does.
+  double receive_ms = 0;
   // Not scenario-dependent.
   std::string data_dir;
   int images = 2048;

@@ -7,7 +7,26 @@
 
 namespace dlprof_example {
 
-TrainResult Train(ReadingService& service, Model& model, int64_t steps) {
+namespace {
+
+// Receiving a batch: `ms` of this thread's CPU over the batch's bytes, as
+// unpacking it would take (the sum keeps the work from being optimised out).
+uint64_t Receive(const Batch& batch, double ms) {
+  uint64_t sum = 0;
+  const double until = ThreadCpuSeconds() + ms / 1000;
+  size_t at = 0;
+  while (ThreadCpuSeconds() < until) {
+    for (int i = 0; i < 4096 && !batch.pixels.empty(); ++i, at = (at + 1) % batch.pixels.size()) {
+      sum = sum * 31 + static_cast<uint64_t>(batch.pixels[at] * 255);
+    }
+    if (batch.pixels.empty()) sum += 1;
+  }
+  return sum;
+}
+
+}  // namespace
+
+TrainResult Train(ReadingService& service, Model& model, int64_t steps, double receive_ms) {
   TrainResult r;
   const double start = WallSeconds();
   for (int64_t s = 0; s < steps; ++s) {
@@ -20,6 +39,7 @@ TrainResult Train(ReadingService& service, Model& model, int64_t steps) {
       {
         dlprof::WaitScope wait;
         got = service.Next(&batch);
+        if (got && receive_ms > 0) r.receive_checksum += Receive(batch, receive_ms);
         waited = WallSeconds() - t0;
       }
       if (got) {

@@ -22,9 +22,11 @@ struct TrainResult {
   StageTimes times;  // forward, backward, optimizer in this thread
   bool ok = true;
   std::string error;
+  uint64_t receive_checksum = 0;  // of the emulated receive work
 };
 
-TrainResult Train(ReadingService& service, Model& model, int64_t steps);
+// `receive_ms`: CPU spent receiving each batch inside the wait (Options).
+TrainResult Train(ReadingService& service, Model& model, int64_t steps, double receive_ms = 0);
 
 // Share of step time spent waiting for data, over steps [first, end).
 double WaitFraction(const TrainResult& r, size_t first = 0);
