@@ -13,7 +13,9 @@ namespace {
 bool Machinery(const Location& loc, const Frame& f) {
   // "[off-cpu: read]" and the like: made up by dlprof, not a function of the program.
   if (loc.pseudo || (!f.function.empty() && f.function[0] == '[')) return true;
-  if (f.function.empty() || f.function.find("+0x") != std::string::npos) return true;  // unsymbolized
+  if (f.unnamed || f.function.empty() || f.function.find("+0x") != std::string::npos) {
+    return true;  // unsymbolized
+  }
   if (f.python) {
     for (const char* part : {"/torch/utils/data/", "/multiprocessing/", "/threading.py", "/queue.py",
                              "/selectors.py", "/concurrent/futures/"}) {
@@ -47,6 +49,10 @@ struct Acc {
 // stacks are cut short, by a frame without unwind information).
 constexpr double kTrunkShare = 0.9;
 constexpr double kLeastShare = 0.05;
+// The trunk goes down into a callee that holds at least this share of its
+// time: "__getitem__" is where the time is spent only in the sense that
+// "augment_image", which it calls, is.
+constexpr double kCalleeShare = 0.75;
 
 }  // namespace
 
@@ -69,6 +75,40 @@ std::vector<CulpritFunction> BottleneckFunctions(const Profile& profile,
       break;
     }
   }
+  // Calls visit(weight, keys) for each sample counted, with its functions'
+  // keys (name NUL file) leaf first, each once.
+  auto for_each_stack = [&](auto&& visit) {
+    std::vector<std::string> keys;
+    std::set<std::string> seen;  // once per stack: recursion counts once
+    for (const Sample& s : profile.samples) {
+      if (s.process >= role_of_process.size() || role_of_process[s.process] != role) continue;
+      const auto& path = profile.stage_paths[s.stage_path];
+      if (stage_id != 0 && (path.empty() || path.back() != stage_id)) continue;
+      double weight = 0;
+      if (io && s.kind == SampleKind::kWall) {
+        weight = static_cast<double>(std::max<int64_t>(0, s.wall_ns - s.cpu_ns - s.wait_ns));
+      } else if (!io && s.kind == SampleKind::kCpu) {
+        weight = static_cast<double>(by_count ? s.count : s.cpu_ns);
+      }
+      if (weight <= 0) continue;
+      keys.clear();
+      seen.clear();
+      for (uint32_t id : profile.stacks[s.stack]) {
+        const Location& loc = profile.locations[id];
+        for (const Frame& f : loc.frames) {
+          if (Machinery(loc, f)) {
+            keys.emplace_back();  // keeps the depth
+            continue;
+          }
+          std::string key = f.function;
+          key.push_back('\0');
+          key += f.file;
+          keys.push_back(seen.insert(key).second ? std::move(key) : std::string());
+        }
+      }
+      visit(s, weight, keys);
+    }
+  };
   double total = 0;
   std::map<std::string, Acc> by_function;
   for (const Sample& s : profile.samples) {
@@ -114,6 +154,34 @@ std::vector<CulpritFunction> BottleneckFunctions(const Profile& profile,
     } else if (share >= kLeastShare) {
       ranked.push_back(&a);
     }
+  }
+  // The trunk goes down while one callee holds most of its time: of a
+  // worker's __getitem__ (92% of its CPU) that calls augment_image (83%),
+  // augment_image is what to change. Only the trunk: in a library's chain
+  // (Image.rotate -> transform -> __transformer) the outer call is the
+  // program's, and it stays.
+  std::set<const Acc*> visited;  // recursion can nest two functions both ways
+  while (trunk != nullptr && visited.insert(trunk).second) {
+    std::map<std::string, double> inside;  // callee key -> its weight under the trunk
+    const std::string trunk_key = trunk->name + '\0' + trunk->file;
+    for_each_stack([&](const Sample&, double weight, const std::vector<std::string>& keys) {
+      const auto at = std::find(keys.begin(), keys.end(), trunk_key);
+      if (at == keys.end()) return;
+      for (auto k = keys.begin(); k != at; ++k) {
+        if (!k->empty()) inside[*k] += weight;
+      }
+    });
+    const Acc* callee = nullptr;
+    double callee_weight = 0;
+    for (const auto& [key, weight] : inside) {
+      if (weight >= kCalleeShare * trunk->weight && weight > callee_weight) {
+        callee = &by_function.at(key);
+        callee_weight = weight;
+      }
+    }
+    if (callee == nullptr || visited.count(callee)) break;
+    ranked.erase(std::remove(ranked.begin(), ranked.end(), callee), ranked.end());
+    trunk = callee;
   }
   if (trunk != nullptr) ranked.push_back(trunk);
   std::sort(ranked.begin(), ranked.end(), [](const Acc* x, const Acc* y) {
