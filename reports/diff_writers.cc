@@ -223,7 +223,9 @@ std::string DiffText(const RunDiff& d) {
   out += MetricRow("steps analysed", d.steps, Unit::kCount);
   out += MetricRow("profile duration", d.duration_s, Unit::kSeconds);
 
-  out += "\nStages: self wall time (innermost stage; summed over threads and processes)\n";
+  // Wall time; CPU time when neither profile has wall time (pprof or
+  // gperftools inputs).
+  out += "\nStages: self time (innermost stage; wall time summed over threads and processes)\n";
   out += "------\n";
   out += Line("  %-24s %-16s %10s %10s %10s %9s", "stage", "role", "before", "after", "change",
               "relative");

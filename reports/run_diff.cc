@@ -39,7 +39,6 @@ void Set(Change* c, bool after, double v) { after ? SetAfter(c, v) : SetBefore(c
 DiffSide Side(const Analysis& a) {
   DiffSide s;
   s.verdict = a.verdict;
-  s.has_steps = a.steps.count > 0;
   s.duration_s = (a.end_ns - a.start_ns) / 1e9;
   return s;
 }

@@ -63,7 +63,6 @@ struct DiffSide {
   std::string input;                 // the path the user gave
   std::vector<std::string> run_ids;  // RunIds() of its profile
   Verdict verdict;
-  bool has_steps = false;
   double duration_s = 0;
 };
 
