@@ -532,6 +532,30 @@ void AnalyzeProcesses(const Profile& profile, const std::vector<RoleDecision>& r
   a->cost.handler_fraction = cpu > 0 ? a->cost.handler_s / cpu : 0;
 }
 
+// `dlprof report` over processes of several runs makes one report of them,
+// with the steps (and so the verdict) of one training process: said first,
+// so that two runs merged to be compared are not read as one.
+void MergedRunsNote(const Profile& profile, const StepStats& steps, Analysis* a) {
+  const std::vector<std::string> ids = RunIds(profile);
+  if (ids.size() < 2) return;
+  std::string list;
+  for (size_t i = 0; i < ids.size() && i < 3; ++i) list += (i > 0 ? ", " : "") + ids[i];
+  if (ids.size() > 3) list += " and " + std::to_string(ids.size() - 3) + " more";
+  std::string steps_from = "no process recorded steps";
+  if (std::any_of(profile.intervals.begin(), profile.intervals.end(),
+                  [](const Interval& iv) { return iv.kind == IntervalKind::kStep; })) {
+    const Process& p = profile.processes[steps.process];
+    auto id = p.fields.find("run_id");
+    steps_from = "steps come from the training process of " +
+                 (id != p.fields.end() ? id->second : std::string("a profile without a run id")) +
+                 " (pid " + std::to_string(p.pid) + ")";
+  }
+  a->warnings.insert(a->warnings.begin(),
+                     "merged " + std::to_string(ids.size()) + " runs (" + list +
+                         ") into one report; " + steps_from +
+                         ". To compare runs, use `dlprof diff BEFORE AFTER`");
+}
+
 // The data workers at a time. Processes are not workers: a DataLoader without
 // persistent_workers forks num_workers new ones every epoch (a 2-worker
 // loader over 3 epochs is 6 processes, and the advice once asked for "about
@@ -850,11 +874,22 @@ Analysis Analyze(const Profile& profile) {
   a.cost.distortion = a.steps.distortion;
   a.cost.distortion_measured = a.steps.baseline_count > 0;
   for (const std::string& w : profile.warnings) a.warnings.push_back(w);
+  MergedRunsNote(profile, a.steps, &a);
   return a;
 }
 
 const std::string& ProcessRole(const Profile& profile, const Analysis& analysis, size_t i) {
   return i < analysis.processes.size() ? analysis.processes[i].role : profile.processes[i].role;
+}
+
+std::vector<std::string> RunIds(const Profile& profile) {
+  std::vector<std::string> ids;
+  for (const Process& p : profile.processes) {
+    auto it = p.fields.find("run_id");
+    if (it == p.fields.end() || it->second.empty()) continue;
+    if (std::find(ids.begin(), ids.end(), it->second) == ids.end()) ids.push_back(it->second);
+  }
+  return ids;
 }
 
 }  // namespace dlprof

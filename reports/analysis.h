@@ -184,6 +184,12 @@ Analysis Analyze(const Profile& profile);
 // trace and the page agree with summary.json.
 const std::string& ProcessRole(const Profile& profile, const Analysis& analysis, size_t i);
 
+// The run ids (DLPROF_RUN_ID, the `run_id` field of each .dlprof file) of
+// the profile's processes, each once, in the order of the processes. The
+// processes of one run share it, on every host and rank that inherited the
+// same DLPROF_RUN_ID; profiles of other formats have none.
+std::vector<std::string> RunIds(const Profile& profile);
+
 }  // namespace dlprof
 
 #endif  // DLPROF_REPORTS_ANALYSIS_H_

@@ -41,6 +41,7 @@
 #include "readers/profile.h"
 #include "reports/analysis.h"
 #include "reports/report_writer.h"
+#include "reports/run_diff.h"
 #include "tests/support/files.h"
 
 namespace dlprof {
@@ -859,6 +860,172 @@ TEST(Golden, PprofParsedByGoToolPprof) {
   ASSERT_EQ(status, 0) << raw;
   EXPECT_NE(raw.find("Decoder::Run"), std::string::npos) << raw;
   EXPECT_NE(raw.find("stage_parts"), std::string::npos) << raw;
+}
+
+// ---------------------------------------------------------------------------
+// `dlprof diff`: the golden run before and after a change whose effects are
+// known.
+
+constexpr char kBeforeRunId[] = "20231114-221320-100-0000000a";
+constexpr char kAfterRunId[] = "20231114-223000-100-0000000b";
+
+Profile MakeGoldenProfileBefore() {
+  Profile p = MakeGoldenProfile();
+  for (Process& proc : p.processes) proc.fields["run_id"] = kBeforeRunId;
+  return p;
+}
+
+// The golden run after a third worker was added (pid 203, worker 2, doing
+// what worker 1 does, with its own shard_queue): the loop waits 20 ms a step
+// instead of 80, and its steps take 140 ms instead of 200. Besides: the odd
+// stage's read blocks 100 ms instead of 250, the collate thread is gone (a
+// stage removed), worker 0 shuffles (a stage added), prefetch is fuller,
+// spill is gone and a buffer "cache" is new.
+Profile MakeGoldenProfileAfter() {
+  Profile p = MakeGoldenProfile();
+  for (Process& proc : p.processes) proc.fields["run_id"] = kAfterRunId;
+  Process w2 = p.processes[2];
+  w2.pid = 203;
+  w2.worker = 2;
+  w2.file = "node-b/worker-203.pb.gz";
+  p.processes.push_back(w2);
+  const uint32_t model = p.InternStage("model"), load = p.InternStage("load");
+  const uint32_t s_model = p.InternStagePath({model});
+  const uint32_t s_fetch = p.InternStagePath({load, p.InternStage("read"), p.InternStage(kOddStage)});
+  const uint32_t s_collate = p.InternStagePath({p.InternStage("collate")});
+  const uint32_t s_shuffle = p.InternStagePath({load, p.InternStage("shuffle")});
+  std::vector<Sample> samples;
+  uint32_t worker_stack = 0;
+  for (Sample s : p.samples) {
+    if (s.stage_path == s_collate) continue;
+    if (s.process == 0 && s.tid == 100) {
+      if (s.stage_path == 0 && s.kind == SampleKind::kWall) s.wall_ns = 20 * kMs;  // the wait
+      if (s.stage_path == s_model) s.time_ns -= 60 * kMs;  // inside the shorter step
+    }
+    if (s.stage_path == s_fetch && s.kind == SampleKind::kWall && s.process == 1) {
+      s.wall_ns = 100 * kMs;
+    }
+    if (s.process == 1 && s.kind == SampleKind::kCpu) worker_stack = s.stack;
+    samples.push_back(s);
+    if (s.process == 2) {
+      s.process = 3;
+      s.tid = 203;
+      samples.push_back(s);
+    }
+  }
+  Sample shuffle;
+  shuffle.process = 1;
+  shuffle.tid = 201;
+  shuffle.stack = worker_stack;
+  shuffle.stage_path = s_shuffle;
+  shuffle.time_ns = kT0 + 650 * kMs;
+  shuffle.count = 2;
+  shuffle.cpu_ns = 20 * kMs;
+  samples.push_back(shuffle);
+  shuffle.kind = SampleKind::kWall;
+  shuffle.count = 0;
+  shuffle.wall_ns = 30 * kMs;
+  shuffle.cpu_ns = 25 * kMs;
+  samples.push_back(shuffle);
+  p.samples = samples;
+  for (Process& proc : p.processes) proc.samples = 0;
+  for (const Sample& s : p.samples) {
+    if (s.kind == SampleKind::kCpu) p.processes[s.process].samples += s.count;
+  }
+  std::vector<Interval> intervals;
+  for (Interval iv : p.intervals) {
+    if (iv.process == 0 && iv.kind == IntervalKind::kWait) iv.end_ns = iv.begin_ns + 20 * kMs;
+    if (iv.process == 0 && iv.kind == IntervalKind::kStep) iv.end_ns = iv.begin_ns + 140 * kMs;
+    intervals.push_back(iv);
+    if (iv.process == 2) {
+      iv.process = 3;
+      iv.tid = 203;
+      intervals.push_back(iv);
+    }
+  }
+  p.intervals = intervals;
+  BufferSeries prefetch = p.buffers[0], shards = p.buffers[1], cache;
+  const uint64_t sizes[] = {2, 3, 4, 4, 3, 4, 4, 2};
+  for (size_t i = 0; i < prefetch.snapshots.size(); ++i) prefetch.snapshots[i].size = sizes[i];
+  BufferSeries shards2 = shards;
+  shards2.process = 3;
+  shards2.snapshots = {{kT0 + 200 * kMs, 2}, {kT0 + 400 * kMs, 8}};
+  cache.process = 0;
+  cache.name = "cache";
+  cache.capacity = 16;
+  cache.snapshots = {{kT0 + 300 * kMs, 4}, {kT0 + 600 * kMs, 8}};
+  p.buffers = {prefetch, shards, shards2, cache};
+  return p;
+}
+
+RunDiff GoldenDiff() {
+  const Profile before = MakeGoldenProfileBefore(), after = MakeGoldenProfileAfter();
+  RunDiff d = DiffRuns(Analyze(before), Analyze(after));
+  d.before.input = "runs/before";
+  d.after.input = "runs/after";
+  d.before.run_ids = RunIds(before);
+  d.after.run_ids = RunIds(after);
+  return d;
+}
+
+TEST(Golden, DiffTxt) { CheckGolden("pipeline.diff.txt", MaskTimes(DiffText(GoldenDiff()))); }
+
+TEST(Golden, DiffJson) {
+  CheckGolden("pipeline.diff.json", MaskTimes(DiffJson(GoldenDiff()).dump(2) + "\n"));
+}
+
+// What the goldens above hide behind '#': the direction of every change
+// the after-profile was made with.
+TEST(Golden, DiffHasTheKnownChanges) {
+  const RunDiff d = GoldenDiff();
+  EXPECT_EQ(d.before.run_ids, std::vector<std::string>{kBeforeRunId});
+  EXPECT_EQ(d.after.run_ids, std::vector<std::string>{kAfterRunId});
+  ASSERT_TRUE(d.data_wait_fraction.both());
+  EXPECT_NEAR(d.data_wait_fraction.before, 80.0 / 200, 1e-9);
+  EXPECT_NEAR(d.data_wait_fraction.after, 20.0 / 140, 1e-9);
+  EXPECT_NEAR(d.step_median_s.delta(), -0.060, 1e-9);
+  EXPECT_NEAR(d.data_wait_median_s.delta(), -0.060, 1e-9);
+  EXPECT_EQ(d.before.verdict.severity, "high");
+  EXPECT_EQ(d.after.verdict.severity, "moderate");
+  EXPECT_EQ(d.workers_concurrent.before, 2);
+  EXPECT_EQ(d.workers_concurrent.after, 3);
+  auto stage = [&](const std::string& name) -> const StageDiff* {
+    for (const StageDiff& s : d.stages) {
+      if (s.name == name) return &s;
+    }
+    return nullptr;
+  };
+  ASSERT_NE(stage("collate"), nullptr);
+  EXPECT_TRUE(stage("collate")->in_before && !stage("collate")->in_after);
+  ASSERT_NE(stage("shuffle"), nullptr);
+  EXPECT_TRUE(!stage("shuffle")->in_before && stage("shuffle")->in_after);
+  EXPECT_EQ(stage("shuffle")->role_after, "worker");
+  // The odd stage: 250 + 80 ms blocked before; 100 + 80 + 80 (the new
+  // worker's copy of worker 1's) after.
+  const StageDiff* odd = stage(kOddStage);
+  ASSERT_NE(odd, nullptr);
+  EXPECT_NEAR(odd->self_wall_s.before, 0.330, 1e-9);
+  EXPECT_NEAR(odd->self_wall_s.after, 0.260, 1e-9);
+  // decode: worker 1's 100 ms once more.
+  EXPECT_NEAR(stage("decode")->self_wall_s.delta(), 0.100, 1e-9);
+  auto buffer = [&](const std::string& name) -> const BufferDiff* {
+    for (const BufferDiff& b : d.buffers) {
+      if (b.name == name) return &b;
+    }
+    return nullptr;
+  };
+  ASSERT_NE(buffer("prefetch"), nullptr);
+  EXPECT_NEAR(buffer("prefetch")->mean_occupancy.before, (0 + 0 + 1 + 4 + 2 + 0 + 3 + 4) / 32.0, 1e-9);
+  EXPECT_NEAR(buffer("prefetch")->mean_occupancy.after, (2 + 3 + 4 + 4 + 3 + 4 + 4 + 2) / 32.0, 1e-9);
+  // shard_queue pools worker 0's {5, 8} and the new worker's {2, 8} of 8.
+  ASSERT_NE(buffer("shard_queue"), nullptr);
+  EXPECT_EQ(buffer("shard_queue")->processes.after, 2);
+  EXPECT_NEAR(buffer("shard_queue")->mean_occupancy.after, (5 + 8 + 2 + 8) / 32.0, 1e-9);
+  EXPECT_NEAR(buffer("shard_queue")->full_fraction.after, 0.5, 1e-9);
+  ASSERT_NE(buffer("spill"), nullptr);
+  EXPECT_TRUE(buffer("spill")->in_before && !buffer("spill")->in_after);
+  ASSERT_NE(buffer("cache"), nullptr);
+  EXPECT_TRUE(!buffer("cache")->in_before && buffer("cache")->in_after);
 }
 
 }  // namespace

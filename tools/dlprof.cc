@@ -34,6 +34,7 @@
 #include "reports/analysis.h"
 #include "reports/pprof_writer.h"
 #include "reports/report_writer.h"
+#include "reports/run_diff.h"
 #include "reports/utf8.h"
 #include "tools/run_wrapper.h"
 
@@ -55,6 +56,9 @@ const char* kTopUsage =
     "  report RUN_DIR... -o OUT_DIR\n"
     "                 merge the processes of one or more runs into report.html,\n"
     "                 profile.pb.gz, summary.txt, summary.json, trace.json, stacks.folded\n"
+    "  diff BEFORE AFTER [-o OUT_DIR]\n"
+    "                 compare two runs: verdict, data wait, step time, stages, buffers,\n"
+    "                 workers; a table on stdout, diff.html, diff.json, diff.txt\n"
     "  convert IN -o OUT.pb.gz\n"
     "                 a .dlprof, gperftools CPU profile or pprof file to symbolized pprof\n"
     "  backends       list the unwinders and timer sources and whether they work here\n"
@@ -248,6 +252,43 @@ int Report(const std::vector<std::string>& args) {
   FileLimits limits;
   limits.max_bytes = ParseByteSize("--max-file-size", vm["max-file-size"].as<std::string>());
   PrintVerdict(WriteReport(vm["input"].as<std::vector<std::string>>(), out, limits), out, stdout);
+  return 0;
+}
+
+int Diff(const std::vector<std::string>& args) {
+  po::options_description opts("dlprof diff BEFORE AFTER [-o OUT_DIR]");
+  opts.add_options()("help,h", "show this help")(
+      "output,o", po::value<std::string>()->default_value("dlprof-diff"),
+      "output folder (diff.html, diff.json, diff.txt)")(
+      "max-file-size", po::value<std::string>()->default_value("4G"),
+      "larger input files are skipped, with a warning (K, M, G suffixes)");
+  po::options_description all;  // the positional arguments stay out of --help
+  all.add(opts).add_options()("input", po::value<std::vector<std::string>>());
+  po::positional_options_description pos;
+  pos.add("input", -1);
+  po::variables_map vm = Parse(args, all, pos);
+  if (vm.count("help")) {
+    std::cout << opts << "\nBEFORE and AFTER are each a run folder (DLPROF_OUT itself meaning its "
+                         "newest run) or a profile file. Each is loaded and analysed on its own, "
+                         "as `dlprof report` does, then the two are compared side by side with "
+                         "the change, absolute and relative: the verdict, the data-wait share "
+                         "and step time; each stage, matched by name (self time, on-CPU, "
+                         "off-CPU, waiting for a core); each buffer, matched by name; the "
+                         "workers. The table goes to stdout and diff.txt.\n";
+    return 0;
+  }
+  const std::vector<std::string> in =
+      vm.count("input") ? vm["input"].as<std::vector<std::string>>() : std::vector<std::string>();
+  if (in.size() != 2) throw UsageError("diff: give two runs, BEFORE and AFTER");
+  FileLimits limits;
+  limits.max_bytes = ParseByteSize("--max-file-size", vm["max-file-size"].as<std::string>());
+  const RunDiff d = DiffInputs(in[0], in[1], limits);
+  const std::string out = vm["output"].as<std::string>();
+  MakeDir(out);
+  WriteDiff(d, out);
+  fputs(DiffText(d).c_str(), stdout);  // names in it are cleaned for a terminal
+  for (const std::string& w : d.warnings) Say(stderr, "dlprof: warning: " + w);
+  Say(stderr, "dlprof: diff written to " + out + "/ (diff.html, diff.json, diff.txt)");
   return 0;
 }
 
@@ -448,9 +489,10 @@ int main(int argc, char** argv) {
   try {
     if (cmd == "run") return dlprof::Run(args);
     if (cmd == "report") return dlprof::Report(args);
+    if (cmd == "diff") return dlprof::Diff(args);
     if (cmd == "convert") return dlprof::Convert(args);
     if (cmd == "backends") return dlprof::Backends(args);
-    throw dlprof::UsageError("unknown command '" + cmd + "' (run, report, convert, backends)");
+    throw dlprof::UsageError("unknown command '" + cmd + "' (run, report, diff, convert, backends)");
   } catch (const dlprof::UsageError& e) {
     dlprof::Say(stderr, std::string("dlprof: ") + e.what());
     return 2;
