@@ -17,6 +17,7 @@
 #include "reports/analysis_json.h"
 #include "reports/dense_index.h"
 #include "reports/report_writer.h"
+#include "reports/timeline_data.h"
 
 namespace dlprof {
 namespace html_templates {
@@ -324,8 +325,7 @@ json BuffersJson(const Profile& p, const Analysis& a) {
     j["capacity"] = b.capacity;
     j["process"] = b.process;
     j["snapshots"] = b.snapshots.size();
-    // Seconds from the profile's start, size; thinned to the lowest and
-    // highest size of each time bucket so that empty and full stretches survive.
+    // Seconds from the profile's start, size; thinned (ThinSnapshots).
     std::vector<BufferSnapshot> snaps = b.snapshots;
     std::stable_sort(snaps.begin(), snaps.end(),
                      [](const auto& x, const auto& y) { return x.time_ns < y.time_ns; });
@@ -334,26 +334,7 @@ json BuffersJson(const Profile& p, const Analysis& a) {
       pts.push_back(Round((s.time_ns - a.start_ns) / 1e9));
       pts.push_back(s.size);
     };
-    if (snaps.size() <= kMaxBufferPoints) {
-      for (const BufferSnapshot& s : snaps) push(s);
-    } else {
-      const int64_t t0 = snaps.front().time_ns, t1 = snaps.back().time_ns;
-      const size_t buckets = kMaxBufferPoints / 2;
-      const double width = std::max<double>(1, static_cast<double>(t1 - t0) / buckets);
-      size_t i0 = 0;
-      while (i0 < snaps.size()) {
-        size_t bucket = static_cast<size_t>((snaps[i0].time_ns - t0) / width);
-        size_t lo = i0, hi = i0, k = i0;
-        for (; k < snaps.size() && static_cast<size_t>((snaps[k].time_ns - t0) / width) == bucket;
-             ++k) {
-          if (snaps[k].size < snaps[lo].size) lo = k;
-          if (snaps[k].size > snaps[hi].size) hi = k;
-        }
-        push(snaps[std::min(lo, hi)]);
-        if (lo != hi) push(snaps[std::max(lo, hi)]);
-        i0 = k;
-      }
-    }
+    for (const BufferSnapshot& s : ThinSnapshots(snaps, kMaxBufferPoints)) push(s);
     j["points"] = std::move(pts);
     out.push_back(std::move(j));
   }
