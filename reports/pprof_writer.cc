@@ -1,10 +1,6 @@
 #include "reports/pprof_writer.h"
 
-#include <unistd.h>
-#include <zlib.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -379,30 +375,10 @@ std::string EncodePprof(const Profile& p, const std::vector<std::string>& roles)
 
 void WritePprof(const Profile& profile, const std::string& path,
                 const std::vector<std::string>& roles) {
-  std::string data = EncodePprof(profile, roles);
-  // Level 6: zlib's default, and what pprof itself writes. On the 8 MB
-  // profile of 8 x 250k samples it takes ~0.12 s; levels 1-3 save ~0.03 s for
-  // a 2-7% larger file, level 9 costs 0.08 s more for 0.6% smaller.
-  OutputFile out(path);  // not gzopen(path): it would write through a link there
-  const int fd = out.TakeFd();
-  gzFile f = gzdopen(fd, "wb6");
-  if (f == nullptr) {
-    close(fd);
-    throw std::runtime_error(path + ": cannot open for writing: out of memory");
-  }
-  size_t done = 0;
-  while (done < data.size()) {
-    unsigned chunk = static_cast<unsigned>(std::min<size_t>(data.size() - done, 1u << 30));
-    if (gzwrite(f, data.data() + done, chunk) != static_cast<int>(chunk)) {
-      int err = 0;
-      std::string msg = gzerror(f, &err);
-      gzclose(f);
-      throw std::runtime_error(path + ": write failed: " + msg);
-    }
-    done += chunk;
-  }
-  if (gzclose(f) != Z_OK) throw std::runtime_error(path + ": write failed on close");
-  out.Commit();
+  // Level 6, as pprof writes. On the 8 MB profile of 8 x 250k samples it
+  // takes ~0.12 s; levels 1-3 save ~0.03 s for a 2-7% larger file, level 9
+  // costs 0.08 s more for 0.6% smaller.
+  WriteGzipFile(path, EncodePprof(profile, roles));
 }
 
 }  // namespace dlprof

@@ -1,15 +1,16 @@
-// trace.json: the Chrome trace event format (JSON object form), for Perfetto
-// and chrome://tracing. One process track per profiled process; per thread, a
+// trace.json (and trace.json.gz): the Chrome trace event format (JSON object
+// form), for Perfetto. One process track per profiled process; per thread, a
 // track of stage spans and, for the training loop, a track of steps and data
 // waits; buffer occupancy as counters. Only complete ("X") events, so there is
 // no begin without an end, and events on one track always nest. The tracks
-// and spans are reports/timeline_data.h's, which report.html draws too.
+// and spans are reports/timeline_data.h's.
 #include <algorithm>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <set>
 
 #include "reports/json_text.h"
+#include "reports/output_file.h"
 #include "reports/report_writer.h"
 #include "reports/timeline_data.h"
 
@@ -41,6 +42,14 @@ double Us(int64_t ns) { return static_cast<double>(ns) / 1000.0; }
 class TraceWriter : public ReportWriter {
  public:
   std::string file_name() const override { return "trace.json"; }
+
+  // trace.json, and the same bytes gzipped beside it: Perfetto opens both,
+  // and a long detailed run's trace is tens of MB.
+  void Write(const Profile& p, const Analysis& a, const std::string& dir) const override {
+    const std::string text = Render(p, a);
+    WriteFileOrThrow(dir + "/" + file_name(), text);
+    WriteGzipFile(dir + "/" + file_name() + ".gz", text);
+  }
 
   std::string Render(const Profile& p, const Analysis& a) const override {
     const Timeline timeline = BuildTimeline(p, a);
