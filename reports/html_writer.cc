@@ -1,6 +1,7 @@
 // report.html: one self-contained page (inline CSS and JS, no network) that
 // shows the verdict first, then the evidence: step times, buffer occupancy,
-// stages, processes, a flame graph, and the profiler's own cost.
+// a timeline of every thread, stages, processes, a flame graph, and the
+// profiler's own cost.
 //
 // The page is reports/html/report.{html,css,js}, embedded at build time
 // (reports/html/embed.cmake). This file only turns the Profile and Analysis
@@ -18,6 +19,7 @@
 #include "reports/dense_index.h"
 #include "reports/report_writer.h"
 #include "reports/timeline_data.h"
+#include "reports/timeline_json.h"
 
 namespace dlprof {
 namespace html_templates {
@@ -28,6 +30,8 @@ extern const char kReportCss[];
 extern const unsigned long kReportCssSize;
 extern const char kReportJs[];
 extern const unsigned long kReportJsSize;
+extern const char kTimelineJs[];
+extern const unsigned long kTimelineJsSize;
 }  // namespace html_templates
 
 namespace {
@@ -412,14 +416,22 @@ class HtmlWriter : public ReportWriter {
   std::string Render(const Profile& p, const Analysis& a) const override {
     using namespace html_templates;
     std::string page(kReportHtml, kReportHtmlSize);
-    std::string css(kReportCss, kReportCssSize), js(kReportJs, kReportJsSize);
+    std::string css(kReportCss, kReportCssSize);
+    // timeline.js first: it only defines window.dlprofTimeline, which
+    // report.js draws inside its own error handling.
+    std::string js = std::string(kTimelineJs, kTimelineJsSize) + "\n" +
+                     std::string(kReportJs, kReportJsSize);
     // Our own code, but a stray "</" would end its element early.
     if (js.find("</") != std::string::npos || css.find("</") != std::string::npos) {
       throw std::runtime_error("report.js or report.css contains \"</\"");
     }
     // Names come from the profiled program: replace bytes that are not UTF-8.
-    std::string data =
-        ScriptSafe(DataJson(p, a).dump(-1, ' ', false, json::error_handler_t::replace));
+    std::string doc = DataJson(p, a).dump(-1, ' ', false, json::error_handler_t::replace);
+    // The timeline, made as text (up to kMaxTimelineSpans spans), is the
+    // object's last member.
+    doc.pop_back();  // the object's '}'
+    doc += ",\"timeline\":" + TimelineJson(p, a) + "}";
+    const std::string data = ScriptSafe(doc);
     // Data last: it is the only part that can be large, and may hold anything.
     ReplaceOnce(&page, "/*DLPROF_CSS*/", css);
     ReplaceOnce(&page, "/*DLPROF_JS*/", js);

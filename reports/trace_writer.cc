@@ -3,7 +3,7 @@
 // track of stage spans and, for the training loop, a track of steps and data
 // waits; buffer occupancy as counters. Only complete ("X") events, so there is
 // no begin without an end, and events on one track always nest. The tracks
-// and spans are reports/timeline_data.h's.
+// and spans are reports/timeline_data.h's, which report.html draws too.
 #include <algorithm>
 #include <cstdint>
 #include <nlohmann/json.hpp>

@@ -293,12 +293,15 @@ TEST(HtmlReport, HostileNamesShowAsText) {
                                          function (c) { return c.textContent; });
     var frames = Array.prototype.map.call(document.querySelectorAll(".fg-node"),
                                           function (g) { return g.getAttribute("data-name"); });
+    var legend = Array.prototype.map.call(document.querySelectorAll("#tl-legend li"),
+                                          function (li) { return li.textContent; });
     r.setAttribute("data-probe", [
       "scripts=" + document.scripts.length,
       "imgs=" + document.images.length,
       "stage-cell=" + (cells.indexOf(want.stage) >= 0),
       "stage-frame=" + (frames.indexOf(want.stage) >= 0),
-      "function-frame=" + (frames.indexOf(want.function) >= 0)].join(" "));
+      "function-frame=" + (frames.indexOf(want.function) >= 0),
+      "timeline-legend=" + (legend.indexOf(want.stage) >= 0)].join(" "));
   });
 })();
 </script>)";
@@ -316,7 +319,7 @@ TEST(HtmlReport, HostileNamesShowAsText) {
   EXPECT_EQ(HtmlTag(b.dom).find("data-probe-dialog"), std::string::npos);
   // Three scripts: the probe, the data, the report's own; no image element.
   EXPECT_NE(HtmlTag(b.dom).find("data-probe=\"scripts=3 imgs=0 stage-cell=true stage-frame=true "
-                                "function-frame=true\""),
+                                "function-frame=true timeline-legend=true\""),
             std::string::npos)
       << b.dom.substr(0, 3000);
   // Serialized text nodes escape '<': the names are in the page as text.
