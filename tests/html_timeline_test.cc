@@ -117,10 +117,14 @@ document.addEventListener("DOMContentLoaded", function () {
     out.reset = tl.state().view;
     out.status = document.getElementById("tl-status").textContent;
     // Each zoom level's fastest of 3 redraws: the machine may be busy.
+    // ops: the most rectangles a frame drew (spans by themselves, and marks).
     var times = [];
+    out.ops = 0;
     for (var z = 0; z < )") +
          "DRAWS" + R"(; z++) {
       times.push(Math.min(tl.drawNow(), tl.drawNow(), tl.drawNow()));
+      var sz = tl.state();
+      out.ops = Math.max(out.ops, sz.drawn + sz.marks);
       if (z === 0) {
         var s1 = tl.state();
         out.whole = { drawn: s1.drawn, merged: s1.merged, marks: s1.marks, rows: s1.rows,
@@ -333,15 +337,20 @@ TEST(HtmlTimeline, FourHundredThousandSpansAreCappedAndDrawnFast) {
   EXPECT_LE(whole["drawn"].get<int64_t>() + whole["marks"].get<int64_t>(),
             whole["rows"].get<int64_t>() * whole["plot"].get<int64_t>())
       << whole;
+  // At every zoom, at most about one rectangle per pixel of each row.
+  EXPECT_LE(out["ops"].get<int64_t>(), whole["rows"].get<int64_t>() * whole["plot"].get<int64_t>())
+      << out.dump();
   double worst = 0;
   for (const json& ms : out["drawMs"]) worst = std::max(worst, ms.get<double>());
   printf("timeline: page scripts done at %.0f ms, timeline init %.0f ms, whole run %s, "
          "redraws at zoom 1, 3, 9... (ms): %s\n",
          out["loadedMs"].get<double>(), out["initMs"].get<double>(), whole.dump().c_str(),
          out["drawMs"].dump().c_str());
-  // A frame at 60 Hz is 16 ms; this is a shared 2-core VM without a GPU,
-  // often at load 5 from other builds: the bound leaves room for that.
-  EXPECT_LT(worst, 100) << out["drawMs"];
+  // Alone on this 2-core VM (no GPU) a redraw takes 1-30 ms; under ctest -j2
+  // beside other builds one took 150 ms. The bounds above are what keeps a
+  // frame's work small; this one only catches a page that stopped
+  // responding.
+  EXPECT_LT(worst, 500) << out["drawMs"];
 
   const std::string png = ArtifactDir() + "/timeline-400k.png";
   unlink(png.c_str());
