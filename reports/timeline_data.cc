@@ -222,9 +222,8 @@ Timeline BuildTimeline(const Profile& p, const Analysis& a) {
       loop.push_back(&iv);
     }
   }
-  std::stable_sort(loop.begin(), loop.end(), [](const Interval* x, const Interval* y) {
-    return x->begin_ns < y->begin_ns;
-  });
+  std::stable_sort(loop.begin(), loop.end(),
+                   [](const Interval* x, const Interval* y) { return x->begin_ns < y->begin_ns; });
   std::map<std::pair<uint32_t, uint32_t>, int> step_number;
   for (const Interval* iv : loop) {
     TimelineSpan s;

@@ -41,22 +41,22 @@ struct TimelineTrack {
 
 struct TimelineBuffer {
   uint32_t process = 0;  // index into Profile::processes
-  std::string name;  // "buffer prefetch (capacity 8)"
+  std::string name;      // "buffer prefetch (capacity 8)"
   uint64_t capacity = 0;
   std::vector<BufferSnapshot> snapshots;  // by time
 };
 
 struct TimelineProcess {
-  uint32_t index = 0;  // into Profile::processes
-  std::string role;    // the analysis's, as summary.json has it
-  std::string label;   // "main", "worker 3"
-  std::string name;    // label, pid, command and host
-  int64_t sort_index = 0;  // the training process first, then the workers by id
+  uint32_t index = 0;                 // into Profile::processes
+  std::string role;                   // the analysis's, as summary.json has it
+  std::string label;                  // "main", "worker 3"
+  std::string name;                   // label, pid, command and host
+  int64_t sort_index = 0;             // the training process first, then the workers by id
   std::vector<TimelineTrack> tracks;  // by (tid, stages before loop)
 };
 
 struct Timeline {
-  int64_t origin_ns = 0;  // the earliest time in the profile
+  int64_t origin_ns = 0;                   // the earliest time in the profile
   std::vector<TimelineProcess> processes;  // as Profile::processes
   std::vector<TimelineBuffer> buffers;     // as Profile::buffers, those of a known process
   // Sample-derived stage spans left out: past kMaxDerivedSpansPerThread a

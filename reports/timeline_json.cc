@@ -88,9 +88,8 @@ std::string TimelineJson(const Profile& p, const Analysis& a, size_t max_spans,
 
   std::vector<const TimelineProcess*> order;
   for (const TimelineProcess& tp : tl.processes) order.push_back(&tp);
-  std::stable_sort(order.begin(), order.end(), [](const auto* x, const auto* y) {
-    return x->sort_index < y->sort_index;
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [](const auto* x, const auto* y) { return x->sort_index < y->sort_index; });
 
   std::string procs = "[";
   for (const TimelineProcess* tp : order) {
@@ -125,8 +124,7 @@ std::string TimelineJson(const Profile& p, const Analysis& a, size_t max_spans,
       std::vector<int64_t> first_row(tr.lanes, 0);
       for (size_t l = 1; l < rows.size(); ++l) first_row[l] = first_row[l - 1] + rows[l - 1];
       std::vector<int64_t> t, d, n, r;
-      t.reserve(spans.size()), d.reserve(spans.size()), n.reserve(spans.size()),
-          r.reserve(spans.size());
+      for (auto* column : {&t, &d, &n, &r}) column->reserve(spans.size());
       int64_t prev = 0;
       for (const TimelineSpan* s : spans) {
         const int64_t b = Us(s->begin_ns - origin), e = Us(s->end_ns - origin);
