@@ -1,6 +1,7 @@
 // report.html: one self-contained page (inline CSS and JS, no network) that
 // shows the verdict first, then the evidence: step times, buffer occupancy,
-// stages, processes, a flame graph, and the profiler's own cost.
+// a timeline of every thread, stages, processes, a flame graph, and the
+// profiler's own cost.
 //
 // The page is reports/html/report.{html,css,js}, embedded at build time
 // (reports/html/embed.cmake). This file only turns the Profile and Analysis
@@ -17,6 +18,8 @@
 #include "reports/analysis_json.h"
 #include "reports/dense_index.h"
 #include "reports/report_writer.h"
+#include "reports/timeline_data.h"
+#include "reports/timeline_json.h"
 
 namespace dlprof {
 namespace html_templates {
@@ -27,6 +30,8 @@ extern const char kReportCss[];
 extern const unsigned long kReportCssSize;
 extern const char kReportJs[];
 extern const unsigned long kReportJsSize;
+extern const char kTimelineJs[];
+extern const unsigned long kTimelineJsSize;
 }  // namespace html_templates
 
 namespace {
@@ -324,8 +329,7 @@ json BuffersJson(const Profile& p, const Analysis& a) {
     j["capacity"] = b.capacity;
     j["process"] = b.process;
     j["snapshots"] = b.snapshots.size();
-    // Seconds from the profile's start, size; thinned to the lowest and
-    // highest size of each time bucket so that empty and full stretches survive.
+    // Seconds from the profile's start, size; thinned (ThinSnapshots).
     std::vector<BufferSnapshot> snaps = b.snapshots;
     std::stable_sort(snaps.begin(), snaps.end(),
                      [](const auto& x, const auto& y) { return x.time_ns < y.time_ns; });
@@ -334,26 +338,7 @@ json BuffersJson(const Profile& p, const Analysis& a) {
       pts.push_back(Round((s.time_ns - a.start_ns) / 1e9));
       pts.push_back(s.size);
     };
-    if (snaps.size() <= kMaxBufferPoints) {
-      for (const BufferSnapshot& s : snaps) push(s);
-    } else {
-      const int64_t t0 = snaps.front().time_ns, t1 = snaps.back().time_ns;
-      const size_t buckets = kMaxBufferPoints / 2;
-      const double width = std::max<double>(1, static_cast<double>(t1 - t0) / buckets);
-      size_t i0 = 0;
-      while (i0 < snaps.size()) {
-        size_t bucket = static_cast<size_t>((snaps[i0].time_ns - t0) / width);
-        size_t lo = i0, hi = i0, k = i0;
-        for (; k < snaps.size() && static_cast<size_t>((snaps[k].time_ns - t0) / width) == bucket;
-             ++k) {
-          if (snaps[k].size < snaps[lo].size) lo = k;
-          if (snaps[k].size > snaps[hi].size) hi = k;
-        }
-        push(snaps[std::min(lo, hi)]);
-        if (lo != hi) push(snaps[std::max(lo, hi)]);
-        i0 = k;
-      }
-    }
+    for (const BufferSnapshot& s : ThinSnapshots(snaps, kMaxBufferPoints)) push(s);
     j["points"] = std::move(pts);
     out.push_back(std::move(j));
   }
@@ -431,14 +416,22 @@ class HtmlWriter : public ReportWriter {
   std::string Render(const Profile& p, const Analysis& a) const override {
     using namespace html_templates;
     std::string page(kReportHtml, kReportHtmlSize);
-    std::string css(kReportCss, kReportCssSize), js(kReportJs, kReportJsSize);
+    std::string css(kReportCss, kReportCssSize);
+    // timeline.js first: it only defines window.dlprofTimeline, which
+    // report.js draws inside its own error handling.
+    std::string js = std::string(kTimelineJs, kTimelineJsSize) + "\n" +
+                     std::string(kReportJs, kReportJsSize);
     // Our own code, but a stray "</" would end its element early.
     if (js.find("</") != std::string::npos || css.find("</") != std::string::npos) {
       throw std::runtime_error("report.js or report.css contains \"</\"");
     }
     // Names come from the profiled program: replace bytes that are not UTF-8.
-    std::string data =
-        ScriptSafe(DataJson(p, a).dump(-1, ' ', false, json::error_handler_t::replace));
+    std::string doc = DataJson(p, a).dump(-1, ' ', false, json::error_handler_t::replace);
+    // The timeline, made as text (up to kMaxTimelineSpans spans), is the
+    // object's last member.
+    doc.pop_back();  // the object's '}'
+    doc += ",\"timeline\":" + TimelineJson(p, a) + "}";
+    const std::string data = ScriptSafe(doc);
     // Data last: it is the only part that can be large, and may hold anything.
     ReplaceOnce(&page, "/*DLPROF_CSS*/", css);
     ReplaceOnce(&page, "/*DLPROF_JS*/", js);

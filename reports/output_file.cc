@@ -2,7 +2,9 @@
 
 #include <fcntl.h>
 #include <unistd.h>
+#include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -59,6 +61,32 @@ void OutputFile::Commit() {
     throw std::runtime_error(path_ + ": cannot put in place: " + strerror(errno));
   }
   committed_ = true;
+}
+
+void WriteGzipToFd(const std::string& data, int fd, const std::string& name) {
+  gzFile f = gzdopen(fd, "wb6");
+  if (f == nullptr) {
+    close(fd);
+    throw std::runtime_error(name + ": cannot open for writing: out of memory");
+  }
+  size_t done = 0;
+  while (done < data.size()) {
+    unsigned chunk = static_cast<unsigned>(std::min<size_t>(data.size() - done, 1u << 30));
+    if (gzwrite(f, data.data() + done, chunk) != static_cast<int>(chunk)) {
+      int err = 0;
+      std::string msg = gzerror(f, &err);
+      gzclose(f);
+      throw std::runtime_error(name + ": write failed: " + msg);
+    }
+    done += chunk;
+  }
+  if (gzclose(f) != Z_OK) throw std::runtime_error(name + ": write failed on close");
+}
+
+void WriteGzipFile(const std::string& path, const std::string& data) {
+  OutputFile out(path);  // not gzopen(path): it would write through a link there
+  WriteGzipToFd(data, out.TakeFd(), path);
+  out.Commit();
 }
 
 }  // namespace dlprof

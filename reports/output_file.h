@@ -38,6 +38,13 @@ class OutputFile {
   bool committed_ = false;
 };
 
+// Writes `data` gzipped (zlib level 6: its default, and what pprof writes)
+// to `path` through an OutputFile; throws std::runtime_error naming `path`.
+void WriteGzipFile(const std::string& path, const std::string& data);
+// The same onto an open descriptor, which it closes; `name` is what errors
+// call it.
+void WriteGzipToFd(const std::string& data, int fd, const std::string& name);
+
 }  // namespace dlprof
 
 #endif  // DLPROF_REPORTS_OUTPUT_FILE_H_

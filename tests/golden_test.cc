@@ -808,6 +808,20 @@ TEST(Golden, TraceJson) {
               MaskJsonKey(MaskTimes(WrittenFile("trace.json")), "origin_monotonic_ns"));
 }
 
+TEST(Golden, TraceJsonGzIsTraceJsonGzipped) {
+  // Written beside trace.json by the same Write() call: the same bytes, gzipped.
+  const Profile profile = MakeGoldenProfile();
+  TempDir dir;
+  MakeTraceWriter()->Write(profile, Analyze(profile), dir.path());
+  const std::string json = ReadFile(dir.File("trace.json"));
+  const std::string gz = ReadFile(dir.File("trace.json.gz"));
+  ASSERT_GE(gz.size(), 2u);
+  EXPECT_EQ(static_cast<unsigned char>(gz[0]), 0x1f);
+  EXPECT_EQ(static_cast<unsigned char>(gz[1]), 0x8b);
+  EXPECT_FALSE(json.empty());
+  EXPECT_TRUE(Gunzip(gz) == json) << "trace.json.gz is not trace.json gzipped";
+}
+
 TEST(Golden, ReportHtmlData) {
   // The page's template is our own file; what the writer makes of the
   // profile is the JSON document in the data element. Its bytes are kept as

@@ -52,7 +52,7 @@ struct Report {
 // Profiles rt_workload `args` (the library is linked into it), then reads the
 // run back and writes report.html as `dlprof report` would.
 Report ProfileAndReport(const std::vector<std::string>& args, const std::string& mode,
-                        int hz = 1000) {
+                        int hz = 1000, const std::string& command = "") {
   std::string dir = MakeTempDir("dlprof-html");
   std::vector<std::string> argv = {ProgramPath("rt_workload")};
   argv.insert(argv.end(), args.begin(), args.end());
@@ -65,6 +65,9 @@ Report ProfileAndReport(const std::vector<std::string>& args, const std::string&
   LoadInputs({dir + "/out"}, &profile);
   Symbolizer symbolizer;
   symbolizer.SymbolizeProfile(&profile);
+  if (!command.empty()) {
+    for (Process& p : profile.processes) p.command = command;
+  }
   Report report{dir + "/report.html", Analyze(profile)};
   MakeHtmlWriter()->Write(profile, report.analysis, dir);
   return report;
@@ -159,9 +162,7 @@ TEST(HtmlReport, ScreenshotAtDesktopWidth) {
 
 // Headless Chromium keeps its window at least 500 px wide, so a phone is a
 // 390 px frame; the report inside it tells the frame how wide it laid out.
-TEST(HtmlReport, FitsPhoneWidth) {
-  REQUIRE_CHROMIUM();
-  const std::string html = ProfileAndReport({"steps", "12"}, "light").html;
+void ExpectFitsPhoneWidth(const std::string& html, const std::string& png_name) {
   const std::string dir = html.substr(0, html.rfind('/'));
   std::string page = ReadFile(html);
   const std::string probe =
@@ -187,12 +188,29 @@ TEST(HtmlReport, FitsPhoneWidth) {
   EXPECT_NE(HtmlTag(d.dom).find("data-probe=\"scroll=390 inner=390\""), std::string::npos)
       << HtmlTag(d.dom);
 
-  const std::string png = ArtifactDir() + "/report-phone.png";
+  const std::string png = ArtifactDir() + "/" + png_name;
   unlink(png.c_str());
   BrowserResult b = LoadPage("file://" + dir + "/phone.html", 390, 844, png);
   ASSERT_TRUE(b.ran) << b.log;
   EXPECT_TRUE(b.console.empty()) << Joined(b.console);
   EXPECT_EQ(testing::PngSize(png), std::make_pair(390, 844)) << b.log;
+}
+
+TEST(HtmlReport, FitsPhoneWidth) {
+  REQUIRE_CHROMIUM();
+  ExpectFitsPhoneWidth(ProfileAndReport({"steps", "12"}, "light").html, "report-phone.png");
+}
+
+// The subtitle starts with the command line, which can be one long word.
+TEST(HtmlReport, LongCommandLineFitsPhoneWidth) {
+  REQUIRE_CHROMIUM();
+  const std::string command =
+      "/opt/conda/envs/training-environment-2024/bin/python3.11 "
+      "/home/researcher/projects/large-scale-image-classification/experiments/train_distributed.py "
+      "--data-dir=/mnt/shared/datasets/imagenet-1k/preprocessed/train_shards_uncompressed "
+      "--config=configs/resnet152_mixed_precision_with_heavy_augmentation_pipeline.yaml";
+  ExpectFitsPhoneWidth(ProfileAndReport({"steps", "12"}, "light", 1000, command).html,
+                       "report-phone-long-command.png");
 }
 
 TEST(HtmlReport, SearchAndStageFilterFromFragment) {
@@ -293,12 +311,15 @@ TEST(HtmlReport, HostileNamesShowAsText) {
                                          function (c) { return c.textContent; });
     var frames = Array.prototype.map.call(document.querySelectorAll(".fg-node"),
                                           function (g) { return g.getAttribute("data-name"); });
+    var legend = Array.prototype.map.call(document.querySelectorAll("#tl-legend li"),
+                                          function (li) { return li.textContent; });
     r.setAttribute("data-probe", [
       "scripts=" + document.scripts.length,
       "imgs=" + document.images.length,
       "stage-cell=" + (cells.indexOf(want.stage) >= 0),
       "stage-frame=" + (frames.indexOf(want.stage) >= 0),
-      "function-frame=" + (frames.indexOf(want.function) >= 0)].join(" "));
+      "function-frame=" + (frames.indexOf(want.function) >= 0),
+      "timeline-legend=" + (legend.indexOf(want.stage) >= 0)].join(" "));
   });
 })();
 </script>)";
@@ -316,7 +337,7 @@ TEST(HtmlReport, HostileNamesShowAsText) {
   EXPECT_EQ(HtmlTag(b.dom).find("data-probe-dialog"), std::string::npos);
   // Three scripts: the probe, the data, the report's own; no image element.
   EXPECT_NE(HtmlTag(b.dom).find("data-probe=\"scripts=3 imgs=0 stage-cell=true stage-frame=true "
-                                "function-frame=true\""),
+                                "function-frame=true timeline-legend=true\""),
             std::string::npos)
       << b.dom.substr(0, 3000);
   // Serialized text nodes escape '<': the names are in the page as text.

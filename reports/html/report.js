@@ -769,6 +769,12 @@
     };
   })();
 
+  // ---------- timeline (reports/html/timeline.js) ----------
+  function renderTimeline() {
+    var box = clear($("tl-box"));
+    if (window.dlprofTimeline) window.dlprofTimeline.init(data.timeline || null, procs, box);
+  }
+
   // ---------- cost and warnings ----------
   function renderCost() {
     var c = data.cost || {}, s = data.steps || {};
@@ -806,6 +812,7 @@
     renderVerdict();
     renderSteps();
     renderBuffers();
+    renderTimeline();
     renderStages();
     renderProcesses();
     flame.init();
@@ -816,7 +823,12 @@
       if (window.innerWidth === lastW) return;
       lastW = window.innerWidth;
       clearTimeout(timer);
-      timer = setTimeout(function () { renderSteps(); renderBuffers(); flame.redraw(); }, 150);
+      timer = setTimeout(function () {
+        renderSteps();
+        renderBuffers();
+        if (window.dlprofTimeline) window.dlprofTimeline.resize();
+        flame.redraw();
+      }, 150);
     });
   }
 
