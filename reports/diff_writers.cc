@@ -1,6 +1,8 @@
 // The outputs of `dlprof diff`: the text table (stdout and diff.txt), in
 // summary.txt's style; diff.json; diff.html, the page made of
 // reports/html/diff.{html,js} and report.css with diff.json inside it.
+#include <dlprof/version.h>
+
 #include <cmath>
 #include <cstdarg>
 #include <cstdint>
@@ -325,6 +327,9 @@ json DiffJson(const RunDiff& d) {
                   {"processes", ChangeJson(d.worker_processes, true)},
                   {"busy_fraction", ChangeJson(d.worker_busy_fraction)}};
   j["warnings"] = d.warnings;
+  // diff.json's layout, and what wrote it (docs/SUMMARY_JSON.md, "diff.json").
+  j["schema_version"] = kDiffSchemaVersion;
+  j["dlprof_version"] = DLPROF_VERSION_STRING;
   return j;
 }
 

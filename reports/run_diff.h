@@ -16,6 +16,9 @@
 
 namespace dlprof {
 
+// diff.json's layout (docs/SUMMARY_JSON.md, "diff.json").
+constexpr int kDiffSchemaVersion = 1;
+
 // One number in both runs. A side that does not have it (a stage only one
 // run has, step times of a run without steps, the shares of a buffer never
 // snapshotted) has has_* false and shows as "-".

@@ -142,6 +142,11 @@
       body.appendChild(el("p", { className: "bottleneck", id: "verdict-bottleneck" },
                           "Bottleneck: stage ", el("strong", { text: v.bottleneck_stage }),
                           ", " + kind + ", " + where + "."));
+    } else if (v.input_bound && v.loop_receive_fraction >= 0.5) {
+      body.appendChild(el("p", { className: "bottleneck", id: "verdict-bottleneck" },
+                          "Bottleneck: ", el("strong", { text: "the training loop's own receive work" }),
+                          ", compute-bound, in the training process (" +
+                          pct(v.loop_receive_fraction) + " of its waits on its own CPU)."));
     }
 
     var stats = el("ul", { className: "stats" });
