@@ -75,21 +75,26 @@ std::vector<CulpritFunction> BottleneckFunctions(const Profile& profile,
       break;
     }
   }
+  // What a sample weighs for the question asked (0: it does not count): a
+  // CPU sample's CPU time, or for an io stage a wall record's blocked time;
+  // only samples of the role, and of the stage when one is named.
+  auto weight_of = [&](const Sample& s) -> double {
+    if (s.process >= role_of_process.size() || role_of_process[s.process] != role) return 0;
+    const auto& path = profile.stage_paths[s.stage_path];
+    if (stage_id != 0 && (path.empty() || path.back() != stage_id)) return 0;
+    if (io && s.kind == SampleKind::kWall) {
+      return static_cast<double>(std::max<int64_t>(0, s.wall_ns - s.cpu_ns - s.wait_ns));
+    }
+    if (!io && s.kind == SampleKind::kCpu) return static_cast<double>(by_count ? s.count : s.cpu_ns);
+    return 0;
+  };
   // Calls visit(weight, keys) for each sample counted, with its functions'
   // keys (name NUL file) leaf first, each once.
   auto for_each_stack = [&](auto&& visit) {
     std::vector<std::string> keys;
     std::set<std::string> seen;  // once per stack: recursion counts once
     for (const Sample& s : profile.samples) {
-      if (s.process >= role_of_process.size() || role_of_process[s.process] != role) continue;
-      const auto& path = profile.stage_paths[s.stage_path];
-      if (stage_id != 0 && (path.empty() || path.back() != stage_id)) continue;
-      double weight = 0;
-      if (io && s.kind == SampleKind::kWall) {
-        weight = static_cast<double>(std::max<int64_t>(0, s.wall_ns - s.cpu_ns - s.wait_ns));
-      } else if (!io && s.kind == SampleKind::kCpu) {
-        weight = static_cast<double>(by_count ? s.count : s.cpu_ns);
-      }
+      const double weight = weight_of(s);
       if (weight <= 0) continue;
       keys.clear();
       seen.clear();
@@ -112,15 +117,7 @@ std::vector<CulpritFunction> BottleneckFunctions(const Profile& profile,
   double total = 0;
   std::map<std::string, Acc> by_function;
   for (const Sample& s : profile.samples) {
-    if (s.process >= role_of_process.size() || role_of_process[s.process] != role) continue;
-    const auto& path = profile.stage_paths[s.stage_path];
-    if (stage_id != 0 && (path.empty() || path.back() != stage_id)) continue;
-    double weight = 0;
-    if (io && s.kind == SampleKind::kWall) {
-      weight = static_cast<double>(std::max<int64_t>(0, s.wall_ns - s.cpu_ns - s.wait_ns));
-    } else if (!io && s.kind == SampleKind::kCpu) {
-      weight = static_cast<double>(by_count ? s.count : s.cpu_ns);
-    }
+    const double weight = weight_of(s);
     if (weight <= 0) continue;
     total += weight;
     std::set<std::string> seen;  // once per stack: recursion counts once
