@@ -16,6 +16,10 @@
 #include <cstdlib>
 #include <string>
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
+
 #include "core/fault_handler.h"
 #include "core/proc_maps.h"
 #include "core/python_frames.h"
@@ -126,7 +130,34 @@ void UnlockedChores() {
   }
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+// ASan builds only. In a fork child, GCC 12's ASan does not always know the
+// collector thread (reports say "thread T-1"), so nothing cleared the shadow
+// of the stack glibc handed it: a stack the parent's threads used, still
+// marked with their frames' redzones. The collector's first instrumented
+// call there was reported as a stack-buffer-overflow (the syscall()
+// interposer reading its arguments) and killed a DataLoader worker. Clears
+// the shadow below this frame, where the collector's callees will run.
+__attribute__((noinline)) void ClearStaleStackShadow() {
+  pthread_attr_t attr;
+  if (pthread_getattr_np(pthread_self(), &attr) != 0) return;
+  void* lo = nullptr;
+  size_t size = 0;
+  if (pthread_attr_getstack(&attr, &lo, &size) == 0) {
+    const uintptr_t here = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+    const uintptr_t base = reinterpret_cast<uintptr_t>(lo);
+    if (here > base + 512 && here - base <= size) {
+      __asan_unpoison_memory_region(lo, here - base - 512);
+    }
+  }
+  pthread_attr_destroy(&attr);
+}
+#endif
+
 void* CollectorMain(void*) {
+#if defined(__SANITIZE_ADDRESS__)
+  ClearStaleStackShadow();
+#endif
   g_collector_tid.store(CurrentTid(), std::memory_order_relaxed);
   g_collector_entered.store(1, std::memory_order_release);
   syscall(SYS_futex, &g_collector_entered, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
