@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "reports/analysis_json.h"
+#include "reports/html_page.h"
 #include "reports/report_writer.h"
 #include "reports/run_diff.h"
 #include "reports/terminal_text.h"
@@ -30,16 +31,6 @@ extern const unsigned long kDiffJsSize;
 namespace {
 
 using nlohmann::json;
-
-std::string Line(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-std::string Line(const char* fmt, ...) {
-  char buf[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof(buf), fmt, ap);
-  va_end(ap);
-  return std::string(buf) + "\n";
-}
 
 std::string Str(const char* fmt, double v) {
   char buf[64];
@@ -167,28 +158,6 @@ json SideJson(const DiffSide& s) {
           {"run_ids", s.run_ids},
           {"duration_s", RoundMicro(s.duration_s)},
           {"verdict", VerdictJson(s.verdict)}};
-}
-
-// JSON inside <script type="application/json">: a '<' could close the
-// element or open a comment state; inside JSON strings \u003c means the same.
-std::string ScriptSafe(const std::string& json_text) {
-  std::string out;
-  out.reserve(json_text.size() + json_text.size() / 64);
-  for (char c : json_text) {
-    if (c == '<') out += "\\u003c";
-    else if (c == '>') out += "\\u003e";
-    else if (c == '&') out += "\\u0026";
-    else out += c;
-  }
-  return out;
-}
-
-void ReplaceOnce(std::string* s, std::string_view marker, const std::string& with) {
-  const size_t at = s->find(marker);
-  if (at == std::string::npos) {
-    throw std::runtime_error("diff.html template has no " + std::string(marker));
-  }
-  s->replace(at, marker.size(), with);
 }
 
 // Columns left empty (a stage without wall time) pad lines with spaces.
@@ -343,9 +312,9 @@ std::string DiffHtml(const RunDiff& d) {
   }
   const std::string data =
       ScriptSafe(DiffJson(d).dump(-1, ' ', false, json::error_handler_t::replace));
-  ReplaceOnce(&page, "/*DLPROF_CSS*/", css);
-  ReplaceOnce(&page, "/*DLPROF_JS*/", js);
-  ReplaceOnce(&page, "/*DLPROF_DATA*/", data);  // last: it may hold anything
+  ReplaceOnce(&page, "/*DLPROF_CSS*/", css, "diff.html");
+  ReplaceOnce(&page, "/*DLPROF_JS*/", js, "diff.html");
+  ReplaceOnce(&page, "/*DLPROF_DATA*/", data, "diff.html");  // last: it may hold anything
   return page;
 }
 

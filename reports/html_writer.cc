@@ -17,6 +17,7 @@
 
 #include "reports/analysis_json.h"
 #include "reports/dense_index.h"
+#include "reports/html_page.h"
 #include "reports/report_writer.h"
 #include "reports/timeline_data.h"
 #include "reports/timeline_json.h"
@@ -383,33 +384,6 @@ json DataJson(const Profile& p, const Analysis& a) {
   return j;
 }
 
-// JSON inside <script type="application/json">: a '<' there could close the
-// element ("</script>") or open a comment state ("<!--") that moves where it
-// closes. '<' only occurs inside JSON strings, where \u003c means the same.
-std::string ScriptSafe(const std::string& json_text) {
-  std::string out;
-  out.reserve(json_text.size() + json_text.size() / 64);
-  for (char c : json_text) {
-    if (c == '<')
-      out += "\\u003c";
-    else if (c == '>')
-      out += "\\u003e";
-    else if (c == '&')
-      out += "\\u0026";
-    else
-      out += c;
-  }
-  return out;
-}
-
-void ReplaceOnce(std::string* s, std::string_view marker, const std::string& with) {
-  size_t at = s->find(marker);
-  if (at == std::string::npos) {
-    throw std::runtime_error("report.html template has no " + std::string(marker));
-  }
-  s->replace(at, marker.size(), with);
-}
-
 class HtmlWriter : public ReportWriter {
  public:
   std::string file_name() const override { return "report.html"; }
@@ -433,9 +407,9 @@ class HtmlWriter : public ReportWriter {
     doc += ",\"timeline\":" + TimelineJson(p, a) + "}";
     const std::string data = ScriptSafe(doc);
     // Data last: it is the only part that can be large, and may hold anything.
-    ReplaceOnce(&page, "/*DLPROF_CSS*/", css);
-    ReplaceOnce(&page, "/*DLPROF_JS*/", js);
-    ReplaceOnce(&page, "/*DLPROF_DATA*/", data);
+    ReplaceOnce(&page, "/*DLPROF_CSS*/", css, "report.html");
+    ReplaceOnce(&page, "/*DLPROF_JS*/", js, "report.html");
+    ReplaceOnce(&page, "/*DLPROF_DATA*/", data, "report.html");
     return page;
   }
 };

@@ -10,16 +10,6 @@
 namespace dlprof {
 namespace {
 
-std::string Line(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-std::string Line(const char* fmt, ...) {
-  char buf[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof(buf), fmt, ap);
-  va_end(ap);
-  return std::string(buf) + "\n";
-}
-
 class SummaryTextWriter : public ReportWriter {
  public:
   std::string file_name() const override { return "summary.txt"; }

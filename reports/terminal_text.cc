@@ -1,5 +1,8 @@
 #include "reports/terminal_text.h"
 
+#include <cstdarg>
+#include <cstdio>
+
 #include <cstdint>
 #include <vector>
 
@@ -76,6 +79,15 @@ std::string Cell(const std::string& s, size_t width) {
   std::string out = Clean(s, width, &cols);
   if (cols < width) out.append(width - cols, ' ');
   return out;
+}
+
+std::string Line(const char* fmt, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof(buf), fmt, ap);
+  va_end(ap);
+  return std::string(buf) + "\n";
 }
 
 }  // namespace dlprof

@@ -19,6 +19,9 @@ std::string Clean(const std::string& s, size_t max = 40, size_t* columns = nullp
 // columns, which printf's %-24s cannot do for characters of several bytes.
 std::string Cell(const std::string& s, size_t width);
 
+// printf into one line of text ending in '\n' (cut at 1023 bytes).
+std::string Line(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
 }  // namespace dlprof
 
 #endif  // DLPROF_REPORTS_TERMINAL_TEXT_H_
