@@ -62,11 +62,13 @@ struct SampleCall {
 // The thread's stack bounds, and, when the interrupted code runs on the
 // thread's signal stack (a handler installed with SA_ONSTACK), that stack
 // too: the walk reads both (StackBounds::alt_lo). One sigaltstack() call,
-// only when the stack pointer is outside the thread's stack.
+// only when the stack pointer is outside the thread's known stack.
 // This function is safe to call from asynchronous signals.
 StackBounds BoundsAt(StackBounds bounds, const ucontext_t* uc) {
   const uintptr_t sp = ContextSp(uc);
-  if (sp == 0 || (sp >= bounds.lo && sp < bounds.hi)) return bounds;
+  // Unknown bounds (a slot registered from another thread) stay unknown: no
+  // system call on every sample of such a thread.
+  if (sp == 0 || bounds.hi <= bounds.lo || (sp >= bounds.lo && sp < bounds.hi)) return bounds;
   stack_t alt{};
   if (RawSyscall6(SYS_sigaltstack, 0, reinterpret_cast<long>(&alt), 0, 0, 0, 0) != 0) return bounds;
   const uintptr_t lo = reinterpret_cast<uintptr_t>(alt.ss_sp);
