@@ -179,6 +179,55 @@ TEST(AnalysisVerdict, ALoopBlockedInItsWaitsBlamesTheWorkersStage) {
   EXPECT_EQ(a.verdict.bottleneck_role, "worker");
 }
 
+// ReceiveProfile(loop_cpu_in_wait, worker_parse) on 2 cores, with wall
+// records: the loop (pid 1, tid 7) runs `loop_cpu` and waits for a core
+// `loop_core_wait` ms of each 10 ms, and `busy_workers` worker threads run 5
+// and wait 5 ms of each.
+Profile CrowdedReceiveProfile(int loop_cpu_in_wait, int worker_parse, int busy_workers) {
+  Profile p = ReceiveProfile(loop_cpu_in_wait, worker_parse);
+  auto wall = [&](uint32_t proc, uint32_t tid, int64_t cpu_ms, int64_t wait_ms) {
+    for (int64_t t = 1000; t < 1200; t += 10) {
+      Sample s;
+      s.process = proc;
+      s.tid = tid;
+      s.kind = SampleKind::kWall;
+      s.on_cpu = cpu_ms + wait_ms >= 9;
+      s.time_ns = (t + 10) * kMs;
+      s.wall_ns = 10 * kMs;
+      s.cpu_ns = cpu_ms * kMs;
+      s.wait_ns = wait_ms * kMs;
+      p.samples.push_back(s);
+    }
+  };
+  wall(0, 7, 2, 3);  // runnable 2.5 times its CPU time
+  for (int k = 0; k < busy_workers; ++k) wall(1, static_cast<uint32_t>(20 + k), 5, 5);
+  for (Process& proc : p.processes) {
+    proc.fields["cpus"] = "2";
+    proc.fields["run_delay"] = "schedstat";
+  }
+  return p;
+}
+
+// Other programs hold the cores: the loop's waits for a core while it
+// receives count as receive work (3 of 8 ms on CPU, runnable 2.5 times that).
+TEST(AnalysisVerdict, ReceiveWorkSlowedByOtherProgramsCountsItsWaitsForACore) {
+  const Analysis a = Analyze(CrowdedReceiveProfile(3, 1, 0));
+  EXPECT_FALSE(a.verdict.cpu_saturated);
+  EXPECT_NEAR(a.verdict.loop_receive_fraction, 3.0 / 8 * 2.5, 1e-6);
+  EXPECT_EQ(a.verdict.bottleneck_stage, "");
+  EXPECT_EQ(a.verdict.bottleneck_role, "main");
+}
+
+// The program's own workers outnumber the cores: the core the loop waits for
+// is theirs, so only its CPU counts, and the workers' stage is the bottleneck.
+TEST(AnalysisVerdict, ReceiveWorkSlowedByTheProgramsOwnWorkersBlamesTheirStage) {
+  const Analysis a = Analyze(CrowdedReceiveProfile(3, 8, 3));
+  EXPECT_TRUE(a.verdict.cpu_saturated);
+  EXPECT_NEAR(a.verdict.loop_receive_fraction, 3.0 / 8, 1e-6);
+  EXPECT_EQ(a.verdict.bottleneck_stage, "parse");
+  EXPECT_EQ(a.verdict.bottleneck_role, "worker");
+}
+
 TEST(AnalysisVerdict, DataStagesInsideTheWaitsAreNotReceiveWork) {
   // num_workers=0: the loop itself parses inside its waits, in a marked stage.
   Profile p = ReceiveProfile(0, 0);
