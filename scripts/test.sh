@@ -164,6 +164,14 @@ asan_excluded='^(HostileTest\.FoldedStacksKeepTheirShape|Scenarios/.*|TorchPipel
 # took a sample when it exits (github.com/google/sanitizers/issues/943).
 tsan_excluded='^(AllUnwinders/|DiffCommand\.|FpRulesTest\.FindsTheCallerOfAFunctionInterruptedAtItsEntryOrExit$|Faults\.ProgramsSigprofHandler|Faults\.SamplingNeverWaitsForTheLoaderLock$|Faults\.CfiSamplingNeverAsksTheLoader$|Scenarios/|NoHarm\.|CfiHostile\.|CfiUnwinder\.|TimerFallback\.|PythonFrames\.|PythonPackage\.|PythonBootstrap\.|TorchAnnotations\.|TorchPipeline|Unwinders/SignalStack\.|Faults\.StressForkExecDlopenMallocAt1000HzNeitherHangsNorCrashes$)'
 
+# The tests that drive headless Chromium leave both sanitizer passes: their
+# time goes to the browser, which no sanitizer instruments, and the report
+# writers they start are run under the sanitizers by the report, golden and
+# trace tests. About 130 s of test time per pass.
+browser_tests='^(HtmlReport\.|HtmlTimeline\.|DiffCommand\.PageLoadsInChromiumWithoutErrors$|HostileTest\.HtmlRunsNoInjectedCodeInABrowser$)'
+asan_excluded="$asan_excluded|$browser_tests"
+tsan_excluded="$tsan_excluded|$browser_tests"
+
 if [[ ${DLPROF_SANITIZERS:-1} != 0 ]]; then
   run_sanitized address,undefined build-asan "$asan_excluded" || failed+=(asan+ubsan)
   run_sanitized thread build-tsan "$tsan_excluded" DLPROF_BACKEND=fp || failed+=(tsan)
