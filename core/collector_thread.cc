@@ -20,6 +20,7 @@
 #include <sanitizer/asan_interface.h>
 #endif
 
+#include "backends/cfi_tables.h"
 #include "core/fault_handler.h"
 #include "core/proc_maps.h"
 #include "core/python_frames.h"
@@ -115,6 +116,10 @@ void UnlockedChores() {
   // fork need not wait for it. After the first sleep, so a process that
   // lives a few ms decodes nothing.
   if (Unwinder* u = g_sampler.unwinder; u != nullptr) u->Maintain();
+  // The cfi tables serve the collector's walks of blocked threads whatever
+  // the unwinder (a second call costs one loader-list probe when the cfi
+  // unwinder made the first; nothing until a walk asked for tables).
+  CfiMaintain();
   // A SIGPROF handler installed around the interposer (sigset(), a raw
   // syscall): step aside within a tick. Not under the collector lock (the
   // check takes the signal views' lock, which fork takes first).
