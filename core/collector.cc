@@ -381,6 +381,16 @@ uint32_t Collector::InternStack(const uint64_t* pcs, uint32_t n) {
   return it->second;
 }
 
+bool Collector::StackWords(uint32_t id, std::vector<uint64_t>* words) const {
+  for (const auto& [key, value] : stack_ids_) {
+    if (value != id) continue;
+    words->resize(key.size() / sizeof(uint64_t));
+    std::memcpy(words->data(), key.data(), words->size() * sizeof(uint64_t));
+    return true;
+  }
+  return false;
+}
+
 void Collector::DrainSamples(ThreadSlot* s) {
   WordRing& ring = s->samples;
   if (!ring.ready()) return;

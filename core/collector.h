@@ -63,6 +63,13 @@ class Collector {
   void Abandon();
 
   uint64_t bytes_written() const { return bytes_written_; }
+  // Walks of blocked threads' stacks so far, and those dropped (the thread
+  // moved during the walk). For tests and benchmarks.
+  uint64_t blocked_walks() const { return blocked_walks_; }
+  uint64_t blocked_walks_dropped() const { return blocked_walks_dropped_; }
+  // The words of stack `id` (as InternStack got them), false if unknown.
+  // A scan of the table: for tests and benchmarks.
+  bool StackWords(uint32_t id, std::vector<uint64_t>* words) const;
   uint64_t samples_written() const { return samples_total_; }
 
  private:
