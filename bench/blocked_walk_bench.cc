@@ -150,8 +150,10 @@ PyObject* Block(PyObject*, PyObject*) {
   g_python_tid.store(g_python.tid);
   char c;
   ssize_t n;
-  Py_BEGIN_ALLOW_THREADS n = read(g_python.pipe[0], &c, 1);
-  Py_END_ALLOW_THREADS return PyLong_FromSsize_t(n);
+  PyThreadState* saved = PyEval_SaveThread();
+  n = read(g_python.pipe[0], &c, 1);
+  PyEval_RestoreThread(saved);
+  return PyLong_FromSsize_t(n);
 }
 PyMethodDef g_block_def = {"block", Block, METH_NOARGS, "blocks in read()"};
 
@@ -227,8 +229,8 @@ int main(int argc, char** argv) {
     // dive() x 20 under threading's run, _bootstrap_inner and _bootstrap.
     benchmark::RegisterBenchmark("BM_BlockedTick/python/walk", BM_BlockedTick, &g_python, true, 5,
                                  kDepth + 3);
-    benchmark::RegisterBenchmark("BM_BlockedTick/python/known", BM_BlockedTick, &g_python, false,
-                                 5, kDepth + 3);
+    benchmark::RegisterBenchmark("BM_BlockedTick/python/known", BM_BlockedTick, &g_python, false, 5,
+                                 kDepth + 3);
   }
   benchmark::RegisterBenchmark("BM_ProcReads", BM_ProcReads);
   benchmark::Initialize(&argc, argv);

@@ -38,8 +38,8 @@ struct ProfiledRun {
 ProfiledRun ProfileCommand(const std::vector<std::string>& command, int timeout_s = 120) {
   ProfiledRun run;
   run.dir = MakeTempDir("dlprof-blocked");
-  std::vector<std::string> argv = {kDlprof, "run", "-o", run.dir + "/out", "-r",
-                                   run.dir + "/report", "--"};
+  std::vector<std::string> argv = {
+      kDlprof, "run", "-o", run.dir + "/out", "-r", run.dir + "/report", "--"};
   argv.insert(argv.end(), command.begin(), command.end());
   run.result = RunProcess(argv, {{"PYTHONPATH", testing::kUnset}}, timeout_s);
   std::string error;
@@ -75,7 +75,9 @@ const std::string& StageOf(const Profile& p, const Sample& s) {
   return path.empty() ? none : p.stages[path.back()];
 }
 
-int64_t BlockedNs(const Sample& s) { return std::max<int64_t>(0, s.wall_ns - s.cpu_ns - s.wait_ns); }
+int64_t BlockedNs(const Sample& s) {
+  return std::max<int64_t>(0, s.wall_ns - s.cpu_ns - s.wait_ns);
+}
 
 std::string Gunzip(const std::string& in) {
   z_stream z{};
@@ -105,7 +107,8 @@ TEST(BlockedStacks, ReadInAKnownChainOfFunctions) {
   int64_t stage_blocked = 0, chain_blocked = 0;
   std::string some;
   for (const Sample& s : run.profile.samples) {
-    if (s.kind != SampleKind::kWall || s.on_cpu || StageOf(run.profile, s) != "blocked_read") continue;
+    if (s.kind != SampleKind::kWall || s.on_cpu || StageOf(run.profile, s) != "blocked_read")
+      continue;
     stage_blocked += BlockedNs(s);
     const std::vector<const Frame*> f = Frames(run.profile, s.stack);
     ASSERT_FALSE(f.empty());
@@ -233,7 +236,8 @@ TEST(BlockedStacks, PythonFunctionsOfABlockedThreadAndWorker) {
   EXPECT_GT(callers["reader_loop"], 500000000) << run.Where();
   EXPECT_GT(callers["worker_main"], 500000000) << run.Where();
   const std::string folded = ReadFile(run.dir + "/report/stacks.offcpu.folded");
-  EXPECT_NE(folded.find("reader_loop (blocked_io.py:"), std::string::npos) << folded.substr(0, 3000);
+  EXPECT_NE(folded.find("reader_loop (blocked_io.py:"), std::string::npos)
+      << folded.substr(0, 3000);
   EXPECT_NE(folded.find("slow_io (blocked_io.py:"), std::string::npos) << folded.substr(0, 3000);
 }
 
