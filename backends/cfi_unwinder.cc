@@ -123,6 +123,7 @@ class CfiUnwinder : public Unwinder {
   const char* name() const override { return "cfi"; }
   bool HoldsLocks() const override { return false; }
   void Maintain() override { CfiMaintain(); }
+  bool MaintainsCfiTables() const override { return true; }
   std::string Describe() const override { return DescribeCfiStats(CfiTableStats()); }
 
   // This function is safe to call from asynchronous signals (and re-entrant).
