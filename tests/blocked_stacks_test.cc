@@ -7,6 +7,7 @@
 #include <zlib.h>
 
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -125,6 +126,8 @@ TEST(BlockedStacks, ReadInAKnownChainOfFunctions) {
   }
   // 30 reads 50 ms apart: about 1.5 s blocked in the stage.
   ASSERT_GT(stage_blocked, 1000000000) << run.Where();
+  std::printf("blocked %.3f s in the stage, %.1f%% of it in the chain\n", stage_blocked / 1e9,
+              100.0 * static_cast<double>(chain_blocked) / static_cast<double>(stage_blocked));
   EXPECT_GE(static_cast<double>(chain_blocked) / static_cast<double>(stage_blocked), 0.8)
       << "blocked " << stage_blocked << " ns, in the chain " << chain_blocked
       << " ns; a stack without it:\n"
@@ -239,6 +242,27 @@ TEST(BlockedStacks, PythonFunctionsOfABlockedThreadAndWorker) {
   EXPECT_NE(folded.find("reader_loop (blocked_io.py:"), std::string::npos)
       << folded.substr(0, 3000);
   EXPECT_NE(folded.find("slow_io (blocked_io.py:"), std::string::npos) << folded.substr(0, 3000);
+}
+
+// A torch DataLoader whose workers block in slow_io() inside __getitem__:
+// the verdict calls it I/O-bound and names slow_io, from the blocked
+// stacks (it has almost no CPU samples).
+TEST(BlockedStacks, AnIoBoundDataLoadersCulpritIsTheFunctionItBlocksIn) {
+  const std::string script = std::string(DLPROF_SOURCE_DIR) + "/tests/python/blocked_dataloader.py";
+  ProfiledRun run = ProfileCommand({testing::kDebianPython, script}, 240);
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.out << run.result.err;
+  const nlohmann::json summary =
+      nlohmann::json::parse(ReadFile(run.dir + "/report/summary.json"), nullptr, false);
+  ASSERT_TRUE(summary.is_object()) << run.Where();
+  const nlohmann::json& v = summary["verdict"];
+  SCOPED_TRACE(v.dump(2) + run.Where());
+  EXPECT_EQ(v["bottleneck_kind"], "io");
+  EXPECT_EQ(v["bottleneck_role"], "worker");
+  const nlohmann::json& fs = v["bottleneck_functions"];
+  ASSERT_TRUE(fs.is_array() && !fs.empty());
+  EXPECT_EQ(fs[0]["name"], "slow_io");
+  EXPECT_EQ(fs[0]["file"], script);
+  EXPECT_GE(fs[0]["share"].get<double>(), 0.8);
 }
 
 }  // namespace
