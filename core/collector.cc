@@ -99,9 +99,6 @@ struct SyscallRead {
   uint64_t state = 0;  // 0: running, else 1 + the call's number (or DLPROF_SYSCALL_UNKNOWN)
   bool regs = false;   // sp and pc were read
   uintptr_t sp = 0, pc = 0;
-  bool operator==(const SyscallRead& o) const {
-    return state == o.state && regs == o.regs && sp == o.sp && pc == o.pc;
-  }
 };
 
 // The state of thread `tid`: 0 if it is running, else 1 + the number of the
@@ -182,7 +179,7 @@ uint32_t Collector::WalkBlocked(ThreadSlot* s, pid_t tid, uint64_t state, uintpt
   // (or the signal stack it runs on): process_vm_readv fails or stops short
   // where memory is gone (the thread exited meanwhile) instead of faulting.
   uintptr_t pcs[kMaxFrames];
-  int n = 0, not_built = 0;
+  int not_built = 0;
   const StackBounds b = s->bounds;
   uintptr_t lo = 0, hi = 0;
   if (sp >= b.lo && sp < b.hi) {
@@ -200,7 +197,7 @@ uint32_t Collector::WalkBlocked(ThreadSlot* s, pid_t tid, uint64_t state, uintpt
     if (got > 0) copied = static_cast<size_t>(got);
   }
   const CopiedStack copy{lo, stack_copy_.data(), copied};
-  n = CfiWalkCopiedStack(pc, sp, copy, pcs, kMaxFrames, &not_built);
+  const int n = CfiWalkCopiedStack(pc, sp, copy, pcs, kMaxFrames, &not_built);
   // The Python frames, read in place (SafeLoads).
   uint64_t py[kPyFrameWords * kMaxPythonFrames];
   const PythonRuntime* python = ActivePython();
