@@ -62,6 +62,11 @@ class Unwinder {
   // calls it. Not signal-safe.
   virtual void Maintain() {}
 
+  // True when Maintain() keeps the cfi tables (backends/cfi_tables.h), which
+  // the collector's walks of blocked threads use whatever the unwinder; the
+  // collector maintains them itself otherwise.
+  virtual bool MaintainsCfiTables() const { return false; }
+
   // One line on the unwinder's state for the profile's process facts (empty:
   // nothing to say). Not signal-safe.
   virtual std::string Describe() const { return {}; }

@@ -130,7 +130,7 @@ void WalkLoop(benchmark::State& state, int depth, bool uncached) {
   int n = 0;
   bool checked = false;
   for (auto _ : state) {
-    if (uncached) g_slot->py_tstate = 0;
+    if (uncached) g_slot->py_tstate.store(0, std::memory_order_relaxed);
     n = WalkPythonFrames(g_slot, out, kMaxPythonFrames);
     benchmark::DoNotOptimize(n);
     benchmark::DoNotOptimize(out);

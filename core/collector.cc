@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -15,6 +16,7 @@
 
 #include <dlprof/format.h>
 
+#include "backends/cfi_unwinder.h"
 #include "core/annotations.h"
 #include "core/proc_maps.h"
 #include "core/python_frames.h"
@@ -91,22 +93,56 @@ uint64_t StateFromStat(pid_t tid) {
   return state == 'S' || state == 'D' ? 1 + static_cast<uint64_t>(DLPROF_SYSCALL_UNKNOWN) : 0;
 }
 
-// 0 if the thread is running, else 1 + the number of the syscall it is
-// blocked in (from /proc/self/task/<tid>/syscall). Asked only of a thread
-// that was off CPU for part of the tick and used some CPU since the last
-// (SnapshotTick), so a long block is read once.
-uint64_t BlockedState(ThreadSlot* s) {
-  const pid_t tid = s->tid.load(std::memory_order_relaxed);
-  char path[64], buf[32];
+// What /proc/self/task/<tid>/syscall says of a thread: "running", or
+// "nr a1 a2 a3 a4 a5 a6 sp pc" (hex after nr) for one blocked in a call.
+struct SyscallRead {
+  uint64_t state = 0;  // 0: running, else 1 + the call's number (or DLPROF_SYSCALL_UNKNOWN)
+  bool regs = false;   // sp and pc were read
+  uintptr_t sp = 0, pc = 0;
+};
+
+// The state of thread `tid`: 0 if it is running, else 1 + the number of the
+// syscall it is blocked in, with its user stack pointer and pc. Asked only
+// of a thread that was off CPU for part of the tick and used some CPU since
+// the last (SnapshotTick), so a long block is read once.
+SyscallRead ReadSyscall(pid_t tid) {
+  SyscallRead out;
+  char path[64], buf[256];
   snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", tid);
   const ssize_t n = ReadProcFile(path, buf, sizeof(buf));
-  if (n < 0 && errno == EACCES) return StateFromStat(tid);
-  if (n <= 0) return 0;
+  if (n < 0 && errno == EACCES) {
+    out.state = StateFromStat(tid);
+    return out;
+  }
+  if (n <= 0) return out;
   char* end = nullptr;
   long nr = strtol(buf, &end, 10);
-  if (end == buf || nr < 0) return 0;  // "running", or -1 (in the kernel, no syscall)
-  return static_cast<uint64_t>(nr) + 1;
+  if (end == buf || nr < 0) return out;  // "running", or -1 (in the kernel, no syscall)
+  out.state = static_cast<uint64_t>(nr) + 1;
+  unsigned long long field[8];
+  int got = 0;
+  for (char* p = end; got < 8; ++got) {
+    field[got] = strtoull(p, &end, 16);
+    if (end == p) break;
+    p = end;
+  }
+  if (got == 8) {
+    out.sp = static_cast<uintptr_t>(field[6]);
+    out.pc = static_cast<uintptr_t>(field[7]);
+    out.regs = out.sp != 0 && out.pc != 0;
+  }
+  return out;
 }
+
+int64_t ThreadCpuNs(pid_t tid) {
+  timespec ts;
+  if (clock_gettime(ThreadCpuClock(tid), &ts) != 0) return -1;
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+// The most of a blocked thread's stack copied for its walk, from its stack
+// pointer up: deeper frames are not walked.
+constexpr size_t kBlockedStackCopyBytes = 256 << 10;
 
 // The most wait for a core a thread's next ticks may be given when it came
 // in later than the tick it happened in (SnapshotTick). A real wait is
@@ -133,6 +169,65 @@ int64_t RunDelay(pid_t tid) {
 }  // namespace
 
 int64_t Collector::ReadRunDelay(pid_t tid) { return RunDelay(tid); }
+
+uint32_t Collector::WalkBlocked(ThreadSlot* s, pid_t tid, uint64_t state, uintptr_t sp,
+                                uintptr_t pc, int64_t cpu_ns, bool* rewalk) {
+  *rewalk = false;
+  const int64_t start = MonotonicNs();
+  ++blocked_walks_;
+  // The native stack, over a copy of [sp, top) of the thread's own stack
+  // (or the signal stack it runs on): process_vm_readv fails or stops short
+  // where memory is gone (the thread exited meanwhile) instead of faulting.
+  uintptr_t pcs[kMaxFrames];
+  int not_built = 0;
+  const StackBounds b = s->bounds;
+  uintptr_t lo = 0, hi = 0;
+  if (sp >= b.lo && sp < b.hi) {
+    lo = sp, hi = b.hi;
+  } else if (sp >= b.alt_lo && sp < b.alt_hi) {
+    lo = sp, hi = b.alt_hi;
+  }
+  size_t copied = 0;
+  if (hi > lo) {
+    if (stack_copy_.empty()) stack_copy_.resize(kBlockedStackCopyBytes);
+    const size_t want = std::min<uintptr_t>(hi - lo, kBlockedStackCopyBytes);
+    iovec local{stack_copy_.data(), want};
+    iovec remote{reinterpret_cast<void*>(lo), want};
+    const ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+    if (got > 0) copied = static_cast<size_t>(got);
+  }
+  const CopiedStack copy{lo, stack_copy_.data(), copied};
+  const int n = CfiWalkCopiedStack(pc, sp, copy, pcs, kMaxFrames, &not_built);
+  // The Python frames, read in place (SafeLoads).
+  uint64_t py[kPyFrameWords * kMaxPythonFrames];
+  const PythonRuntime* python = ActivePython();
+  const int m = python != nullptr ? WalkBlockedPythonFrames(s, tid, py, kMaxPythonFrames) : 0;
+  // Whether the thread stayed in the call all along: the same call at the
+  // same sp and pc, and not a nanosecond of CPU since the tick's clock read
+  // (a thread that wakes and blocks again at the same place, as a loop of
+  // sleeps from different Python functions does, still used some). Else
+  // its stack may have changed under the walk, and none is better than a
+  // wrong one.
+  const SyscallRead again = ReadSyscall(tid);
+  const bool same = again.state == state && again.regs && again.sp == sp && again.pc == pc &&
+                    ThreadCpuNs(tid) == cpu_ns;
+  uint32_t id = 0;
+  if (!same || n <= 0) {
+    ++blocked_walks_dropped_;
+    *rewalk = true;
+  } else {
+    uint64_t words[kMaxFrames + kMaxPythonFrames];
+    for (int i = 0; i < n; ++i) words[i] = pcs[i];
+    for (int i = 0; i < m; ++i) {
+      const uint64_t* f = py + kPyFrameWords * i;
+      words[n + i] = py_codes_.FrameWord(*python, f[0], f[1], f[2]);
+    }
+    id = InternStack(words, static_cast<uint32_t>(n + m));
+    *rewalk = not_built > 0;
+  }
+  blocked_walk_ns_ += static_cast<uint64_t>(MonotonicNs() - start);
+  return id;
+}
 
 void Collector::SayRunDelay() {
   // Whether the wall records' wait_ns is measured, asked of the opening
@@ -283,6 +378,16 @@ uint32_t Collector::InternStack(const uint64_t* pcs, uint32_t n) {
   return it->second;
 }
 
+bool Collector::StackWords(uint32_t id, std::vector<uint64_t>* words) const {
+  for (const auto& [key, value] : stack_ids_) {
+    if (value != id) continue;
+    words->resize(key.size() / sizeof(uint64_t));
+    std::memcpy(words->data(), key.data(), words->size() * sizeof(uint64_t));
+    return true;
+  }
+  return false;
+}
+
 void Collector::DrainSamples(ThreadSlot* s) {
   WordRing& ring = s->samples;
   if (!ring.ready()) return;
@@ -427,10 +532,12 @@ bool Collector::SnapshotTick(int64_t now) {
     // its next read). Any other is asked its run delay, and, below 90%,
     // which call it is blocked in.
     uint64_t state = 0;
+    uint32_t stack = 0;
     int64_t wait_delta = 0;
     if (cpu_delta * 100 < wall_delta * 99) {
-      if (cpu_delta == 0 && s->run_ticks > 0 && s->run_state != 0) {
-        state = s->run_state;
+      if (cpu_delta == 0 && s->blocked_state != 0 && !s->blocked_rewalk) {
+        state = s->blocked_state;  // and the stack it was walked in
+        stack = s->blocked_stack;
       } else {
         const int64_t delay = ReadRunDelay(tid);
         const int64_t last = s->last_run_delay_ns;
@@ -463,13 +570,24 @@ bool Collector::SnapshotTick(int64_t now) {
         // a tick that running and waiting filled "running" without asking hid
         // the sleeps of the io-bound scenario's readers at load 9: 'read' came
         // out compute-bound.)
-        if (cpu_delta * 10 < wall_delta * 9) state = BlockedState(s);
+        s->blocked_rewalk = false;
+        if (cpu_delta * 10 < wall_delta * 9) {
+          const SyscallRead blocked = ReadSyscall(tid);
+          state = blocked.state;
+          // Its stack, walked from the sp and pc the kernel reports: the
+          // thread is never signalled (that would end its sleep with EINTR).
+          if (state != 0 && blocked.regs) {
+            stack = WalkBlocked(s, tid, state, blocked.sp, blocked.pc, cpu, &s->blocked_rewalk);
+          }
+        }
       }
     } else {
       s->run_delay_stale = true;
     }
+    s->blocked_state = state;
+    s->blocked_stack = stack;
     const uint32_t path = InternPath(stages, depth);
-    const bool changed = s->run_path != path || s->run_state != state;
+    const bool changed = s->run_path != path || s->run_state != state || s->run_stack != stack;
     // Steady: ran the whole tick, or none of it, in the same stage path as at
     // the last tick, and left no stage in between.
     const uint32_t exits = s->stage_exits.load(std::memory_order_relaxed);
@@ -500,6 +618,7 @@ bool Collector::SnapshotTick(int64_t now) {
     }
     s->run_path = path;
     s->run_state = state;
+    s->run_stack = stack;
     ++s->run_ticks;
     s->run_end_ns = now;
     s->run_wall_ns += wall_delta;
@@ -519,6 +638,7 @@ void Collector::EndWallRun(ThreadSlot* s) {
   PutVarint(&wall_runs_.body, static_cast<uint64_t>(s->run_cpu_ns));
   PutVarint(&wall_runs_.body, static_cast<uint64_t>(s->run_wait_ns));
   PutVarint(&wall_runs_.body, s->run_state);
+  PutVarint(&wall_runs_.body, s->run_stack);
   s->run_ticks = 0;
   s->run_wall_ns = s->run_cpu_ns = s->run_wait_ns = 0;
 }
@@ -646,7 +766,7 @@ bool Collector::Flush() {
     AppendChunk(&out, DLPROF_CHUNK_BUFFERS, p);
   }
   const std::pair<Stream*, uint32_t> streams[] = {{&samples_, DLPROF_CHUNK_SAMPLES},
-                                                  {&wall_runs_, DLPROF_CHUNK_WALL_STATES},
+                                                  {&wall_runs_, DLPROF_CHUNK_WALL_STACKS},
                                                   {&snapshots_, DLPROF_CHUNK_SNAPSHOTS},
                                                   {&events_, DLPROF_CHUNK_EVENTS}};
   for (const auto& [stream, type] : streams) {
@@ -680,6 +800,12 @@ bool Collector::Flush() {
       {"handler_ns", handler},
       {"wall_ticks", wall_ticks_},
       {"py_frames_unreadable", py_codes_.unreadable()},
+      // Stacks of blocked threads walked by the collector, those dropped
+      // because the thread ran or left its call during the walk, and the
+      // collector time they took.
+      {"blocked_walks", blocked_walks_},
+      {"blocked_walks_dropped", blocked_walks_dropped_},
+      {"blocked_walk_ns", blocked_walk_ns_},
       // What the bounded tables refused or cut: the report notes it.
       {"stage_names_refused", StageNamesRefused()},
       {"names_cut", NamesCut()},

@@ -63,6 +63,13 @@ class Collector {
   void Abandon();
 
   uint64_t bytes_written() const { return bytes_written_; }
+  // Walks of blocked threads' stacks so far, and those dropped (the thread
+  // moved during the walk). For tests and benchmarks.
+  uint64_t blocked_walks() const { return blocked_walks_; }
+  uint64_t blocked_walks_dropped() const { return blocked_walks_dropped_; }
+  // The words of stack `id` (as InternStack got them), false if unknown.
+  // A scan of the table: for tests and benchmarks.
+  bool StackWords(uint32_t id, std::vector<uint64_t>* words) const;
   uint64_t samples_written() const { return samples_total_; }
 
  private:
@@ -71,8 +78,17 @@ class Collector {
   uint32_t InternStack(const uint64_t* pcs, uint32_t n);
   void DrainSamples(ThreadSlot* s);
   void DrainEvents(ThreadSlot* s);
-  // Writes the thread's open run of wall ticks into the WALL_STATES stream.
+  // Writes the thread's open run of wall ticks into the WALL_STACKS stream.
   void EndWallRun(ThreadSlot* s);
+  // The stack of thread `tid`, blocked in the call `state` at `sp` and `pc`
+  // (its /proc/<tid>/syscall) with `cpu_ns` of CPU time: native frames
+  // walked over a copy of its stack with the cfi tables, then its Python
+  // frames. 0 when the thread ran or left the call during the walk (then
+  // *rewalk), or nothing could be read. *rewalk also when the walk met
+  // code whose unwind rows were not decoded yet (the next tick walks again).
+  // Never signals the thread nor waits for it.
+  uint32_t WalkBlocked(ThreadSlot* s, pid_t tid, uint64_t state, uintptr_t sp, uintptr_t pc,
+                       int64_t cpu_ns, bool* rewalk);
   // The thread's run_delay (schedstat), -1 if unreadable.
   int64_t ReadRunDelay(pid_t tid);
   // Records in the PROCESS chunk whether run_delay can be read ("run_delay").
@@ -128,6 +144,8 @@ class Collector {
   uint64_t retired_samples_ = 0, retired_dropped_ring_ = 0, retired_dropped_busy_ = 0,
            retired_handler_ns_ = 0, retired_events_dropped_ = 0;
   uint64_t wall_ticks_ = 0;
+  uint64_t blocked_walks_ = 0, blocked_walks_dropped_ = 0, blocked_walk_ns_ = 0;
+  std::vector<uint8_t> stack_copy_;  // a blocked thread's stack, for its walk
 
   PythonCodeTable py_codes_;  // Python frames' code objects (core/python_codes.h)
 };

@@ -20,6 +20,7 @@
 #include <sanitizer/asan_interface.h>
 #endif
 
+#include "backends/cfi_tables.h"
 #include "core/fault_handler.h"
 #include "core/proc_maps.h"
 #include "core/python_frames.h"
@@ -114,7 +115,11 @@ void UnlockedChores() {
   // The unwinder's own (the cfi tables of new objects), outside the lock: a
   // fork need not wait for it. After the first sleep, so a process that
   // lives a few ms decodes nothing.
-  if (Unwinder* u = g_sampler.unwinder; u != nullptr) u->Maintain();
+  Unwinder* u = g_sampler.unwinder;
+  if (u != nullptr) u->Maintain();
+  // The cfi tables serve the collector's walks of blocked threads whatever
+  // the unwinder (nothing is decoded until a walk asks for tables).
+  if (u == nullptr || !u->MaintainsCfiTables()) CfiMaintain();
   // A SIGPROF handler installed around the interposer (sigset(), a raw
   // syscall): step aside within a tick. Not under the collector lock (the
   // check takes the signal views' lock, which fork takes first).

@@ -42,16 +42,16 @@ bool FindVersion(int* major, int* minor, int* micro) {
 uintptr_t CurrentThreadState(ThreadSlot* s, const PythonLayout& L) {
   const uint64_t self = static_cast<uint64_t>(pthread_self());
   uint64_t id;
-  const uintptr_t cached = s->py_tstate;
+  const uintptr_t cached = s->py_tstate.load(std::memory_order_relaxed);
   if (cached != 0 && SafeLoadU64(cached + L.tstate_thread_id, &id) && id == self) return cached;
-  s->py_tstate = 0;
+  s->py_tstate.store(0, std::memory_order_relaxed);
   uint32_t initialized, key;
   const uintptr_t tss = g_python.runtime + L.runtime_tss_key;
   if (!SafeLoadU32(tss, &initialized) || initialized == 0 || !SafeLoadU32(tss + 4, &key)) return 0;
   const uintptr_t tstate =
       reinterpret_cast<uintptr_t>(pthread_getspecific(static_cast<pthread_key_t>(key)));
   if (tstate == 0 || !SafeLoadU64(tstate + L.tstate_thread_id, &id) || id != self) return 0;
-  s->py_tstate = tstate;
+  s->py_tstate.store(tstate, std::memory_order_relaxed);
   return tstate;
 }
 
@@ -124,11 +124,12 @@ const PythonRuntime* ActivePython() {
 
 void StopPythonFrames() { g_active.store(false, std::memory_order_release); }
 
-int WalkPythonFrames(ThreadSlot* s, uint64_t* out, int max_frames) {
-  if (!g_active.load(std::memory_order_acquire) || !SafeLoadsAllowed()) return 0;
-  const PythonLayout& L = *g_python.layout;
-  const uintptr_t tstate = CurrentThreadState(s, L);
-  if (tstate == 0) return 0;
+namespace {
+
+// The frames of the thread whose state is `tstate` (WalkPythonFrames).
+// Every read is a SafeLoad. This function is safe to call from
+// asynchronous signals.
+int WalkFramesOf(uintptr_t tstate, const PythonLayout& L, uint64_t* out, int max_frames) {
   uintptr_t frame = 0;
   if (!SafeLoadPtr(tstate + L.tstate_frame, &frame)) return 0;
   if (L.frame_model == PyFrameModel::kCFrameInterpreter &&
@@ -175,6 +176,74 @@ int WalkPythonFrames(ThreadSlot* s, uint64_t* out, int max_frames) {
   }
   if (n == max_frames && frame != 0) out[kPyFrameWords * (n - 1)] &= ~kPyEntryBit;  // cut
   return n;
+}
+
+// Whether `tstate` is one of the interpreters' thread states. Bounded: a cycle or a
+// list changed under the walk ends it.
+bool ListedThreadState(uintptr_t tstate, const PythonLayout& L) {
+  constexpr int kMaxInterpreters = 64, kMaxThreadStates = 4096;
+  uintptr_t interp = 0;
+  if (!SafeLoadPtr(g_python.runtime + L.runtime_interpreters_head, &interp)) return false;
+  for (int i = 0; interp != 0 && i < kMaxInterpreters; ++i) {
+    uintptr_t ts = 0;
+    if (!SafeLoadPtr(interp + L.interp_threads_head, &ts)) return false;
+    for (int j = 0; ts != 0 && j < kMaxThreadStates; ++j) {
+      if (ts == tstate) return true;
+      if (!SafeLoadPtr(ts + L.tstate_next, &ts)) return false;
+    }
+    if (!SafeLoadPtr(interp + L.interp_next, &interp)) return false;
+  }
+  return false;
+}
+
+// The state of thread `tid` found in the interpreters' lists by its
+// native_thread_id (3.11+), 0 if none.
+uintptr_t FindThreadStateByTid(pid_t tid, const PythonLayout& L) {
+  if (L.tstate_native_thread_id == kNoOffset) return 0;
+  constexpr int kMaxInterpreters = 64, kMaxThreadStates = 4096;
+  uintptr_t interp = 0;
+  if (!SafeLoadPtr(g_python.runtime + L.runtime_interpreters_head, &interp)) return 0;
+  for (int i = 0; interp != 0 && i < kMaxInterpreters; ++i) {
+    uintptr_t ts = 0;
+    if (!SafeLoadPtr(interp + L.interp_threads_head, &ts)) return 0;
+    for (int j = 0; ts != 0 && j < kMaxThreadStates; ++j) {
+      uint64_t native = 0;
+      if (SafeLoadU64(ts + L.tstate_native_thread_id, &native) &&
+          native == static_cast<uint64_t>(tid)) {
+        return ts;
+      }
+      if (!SafeLoadPtr(ts + L.tstate_next, &ts)) return 0;
+    }
+    if (!SafeLoadPtr(interp + L.interp_next, &interp)) return 0;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int WalkPythonFrames(ThreadSlot* s, uint64_t* out, int max_frames) {
+  if (!g_active.load(std::memory_order_acquire) || !SafeLoadsAllowed()) return 0;
+  const PythonLayout& L = *g_python.layout;
+  const uintptr_t tstate = CurrentThreadState(s, L);
+  if (tstate == 0) return 0;
+  return WalkFramesOf(tstate, L, out, max_frames);
+}
+
+int WalkBlockedPythonFrames(ThreadSlot* s, pid_t tid, uint64_t* out, int max_frames) {
+  if (!g_active.load(std::memory_order_acquire) || !SafeLoadsAllowed()) return 0;
+  const PythonLayout& L = *g_python.layout;
+  uintptr_t tstate = s->py_tstate.load(std::memory_order_relaxed);
+  if (L.tstate_native_thread_id != kNoOffset) {
+    uint64_t native = 0;
+    if (tstate == 0 || !SafeLoadU64(tstate + L.tstate_native_thread_id, &native) ||
+        native != static_cast<uint64_t>(tid)) {
+      tstate = FindThreadStateByTid(tid, L);
+    }
+  } else if (tstate != 0 && !ListedThreadState(tstate, L)) {
+    tstate = 0;  // 3.10: the handler's hint, while the interpreter still lists it
+  }
+  if (tstate == 0) return 0;
+  return WalkFramesOf(tstate, L, out, max_frames);
 }
 
 uint64_t PyCodeIdentity(uintptr_t code, const PythonLayout& L) {

@@ -7,6 +7,8 @@
 #ifndef DLPROF_CORE_PYTHON_FRAMES_H_
 #define DLPROF_CORE_PYTHON_FRAMES_H_
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <string>
 
@@ -50,6 +52,15 @@ void StopPythonFrames();
 // never the process. This function is safe to call from asynchronous signals,
 // on the thread the signal interrupted (it reads that thread's state).
 int WalkPythonFrames(ThreadSlot* slot, uint64_t* out, int max_frames);
+
+// The same walk for another thread, one blocked in a system call, from the
+// collector: its state is the one the handler last saw (ThreadSlot::
+// py_tstate) while CPython says it is thread `tid`'s (native_thread_id,
+// 3.11+), else the one the interpreters list for `tid`; for 3.10, the
+// handler's while the interpreter still lists it. Every read is a SafeLoad;
+// the caller must check that the thread did not run meanwhile (its frames
+// change as it runs). Not for the signal path; collector thread only.
+int WalkBlockedPythonFrames(ThreadSlot* slot, pid_t tid, uint64_t* out, int max_frames);
 constexpr uint64_t kPyEntryBit = 1ull << 63;
 constexpr int kMaxPythonFrames = 128;
 constexpr int kPyFrameWords = 3;

@@ -47,7 +47,7 @@ void ResetSlot(ThreadSlot* s) {
   s->tsc_off.store(false, std::memory_order_relaxed);
   s->last_sample_cpu_ns.store(0, std::memory_order_relaxed);
   s->stage_events.store(false, std::memory_order_relaxed);
-  s->py_tstate = 0;
+  s->py_tstate.store(0, std::memory_order_relaxed);
   s->samples_taken.store(0, std::memory_order_relaxed);
   s->dropped_ring.store(0, std::memory_order_relaxed);
   s->dropped_busy.store(0, std::memory_order_relaxed);
@@ -60,6 +60,10 @@ void ResetSlot(ThreadSlot* s) {
   s->run_delay_stale = false;
   s->run_ticks = 0;
   s->run_wall_ns = s->run_cpu_ns = s->run_wait_ns = 0;
+  s->run_stack = 0;
+  s->blocked_state = 0;
+  s->blocked_stack = 0;
+  s->blocked_rewalk = false;
 }
 
 ThreadSlot* ClaimSlot(pid_t tid) {

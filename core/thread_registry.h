@@ -72,9 +72,10 @@ struct ThreadSlot {
   // this is atomic (relaxed: the value only weighs the next sample).
   std::atomic<int64_t> last_sample_cpu_ns{0};
   // The thread's CPython thread state, as the handler last found it
-  // (core/python_frames.cc), 0 if none. Only the slot's thread touches it,
-  // inside its handler.
-  uintptr_t py_tstate = 0;
+  // (core/python_frames.cc), 0 if none. Only the slot's thread writes it,
+  // inside its handler; the collector reads it (relaxed) as a hint for the
+  // walk of a blocked thread's Python frames, and checks it before use.
+  std::atomic<uintptr_t> py_tstate{0};
   // Counters the handler and the thread bump; the collector reports them.
   std::atomic<uint64_t> samples_taken{0};
   std::atomic<uint64_t> dropped_ring{0};
@@ -98,6 +99,13 @@ struct ThreadSlot {
   uint64_t run_state = 0;
   int64_t run_end_ns = 0, run_wall_ns = 0, run_cpu_ns = 0;
   int64_t run_wait_ns = 0;  // of run_wall_ns, runnable but waiting for a core
+  uint32_t run_stack = 0;   // the open run's blocked stack id (0: none)
+  // The state and stack the thread was last found blocked in, kept while it
+  // uses no CPU (it cannot have left the call, nor changed its stack): a
+  // long block is read and walked once. blocked_state 0: not known.
+  uint64_t blocked_state = 0;
+  uint32_t blocked_stack = 0;
+  bool blocked_rewalk = false;  // the walk missed unwind tables: walk again
 };
 
 // The current thread's slot, or nullptr when it is not sampled. Initial-exec

@@ -110,9 +110,10 @@ class FileDecoder {
       case DLPROF_CHUNK_STACKS: return Stacks(b, e);
       case DLPROF_CHUNK_MAPS: return Maps(b, e);
       case DLPROF_CHUNK_SAMPLES: return Samples(b, e);
-      case DLPROF_CHUNK_WALL: return Wall(b, e, /*runs=*/false, /*waits=*/false);
-      case DLPROF_CHUNK_WALL_RUNS: return Wall(b, e, /*runs=*/true, /*waits=*/false);
-      case DLPROF_CHUNK_WALL_STATES: return Wall(b, e, /*runs=*/true, /*waits=*/true);
+      case DLPROF_CHUNK_WALL: return Wall(b, e, /*runs=*/false, /*waits=*/false, false);
+      case DLPROF_CHUNK_WALL_RUNS: return Wall(b, e, /*runs=*/true, /*waits=*/false, false);
+      case DLPROF_CHUNK_WALL_STATES: return Wall(b, e, /*runs=*/true, /*waits=*/true, false);
+      case DLPROF_CHUNK_WALL_STACKS: return Wall(b, e, /*runs=*/true, /*waits=*/true, true);
       case DLPROF_CHUNK_BUFFERS: return Buffers(b, e);
       case DLPROF_CHUNK_SNAPSHOTS: return Snapshots(b, e);
       case DLPROF_CHUNK_EVENTS: return Events(b, e);
@@ -268,18 +269,19 @@ class FileDecoder {
     return true;
   }
   // WALL (one record per tick), WALL_RUNS (one per run of ticks with the
-  // same stage path and state, which differs only by its tick count) or
-  // WALL_STATES (a run that also says how long the thread waited for a core).
+  // same stage path and state, which differs only by its tick count),
+  // WALL_STATES (a run that also says how long the thread waited for a core)
+  // or WALL_STACKS (and the stack a blocked thread was in).
   // Either way one wall sample per record, standing for the wall time it sums.
-  bool Wall(const uint8_t* b, const uint8_t* e, bool runs, bool waits) {
-    uint64_t base, n, dt, thread, path, ticks = 1, wall, cpu, wait = 0, state;
+  bool Wall(const uint8_t* b, const uint8_t* e, bool runs, bool waits, bool stacks) {
+    uint64_t base, n, dt, thread, path, ticks = 1, wall, cpu, wait = 0, state, stack = 0;
     if (!GetVarint(&b, e, &base) || !GetVarint(&b, e, &n)) return false;
     int64_t t = static_cast<int64_t>(base);
     for (uint64_t i = 0; i < n; ++i) {
       if (!GetVarint(&b, e, &dt) || !GetVarint(&b, e, &thread) || !GetVarint(&b, e, &path) ||
           (runs && !GetVarint(&b, e, &ticks)) || !GetVarint(&b, e, &wall) ||
           !GetVarint(&b, e, &cpu) || (waits && !GetVarint(&b, e, &wait)) ||
-          !GetVarint(&b, e, &state)) {
+          !GetVarint(&b, e, &state) || (stacks && !GetVarint(&b, e, &stack))) {
         return false;
       }
       (void)ticks;
@@ -301,6 +303,16 @@ class FileDecoder {
       // blocked in a call.
       s.on_cpu = state == 0;
       s.stack = StateStack(state);
+      // The blocked thread's stack goes under the state's pseudo frame once
+      // the file's mappings are known (Finish). An id no STACKS chunk
+      // defined before is refused, the pseudo frame alone kept.
+      if (stack != 0 && state != 0) {
+        if (stack <= UINT32_MAX && stacks_.Find(static_cast<uint32_t>(stack)) != nullptr) {
+          wall_stacks_.push_back({p_->samples.size(), static_cast<uint32_t>(stack)});
+        } else {
+          if (unknown_wall_stacks_++ == 0) unknown_wall_stack_at_ = chunk_offset_;
+        }
+      }
       p_->samples.push_back(s);
     }
     return true;
@@ -433,6 +445,15 @@ class FileDecoder {
   size_t chunk_offset_ = 0;                     // of the chunk being decoded
   size_t path_cut_at_ = 0, name_cut_at_ = 0;    // the first chunk with a cut
   std::unordered_map<uint64_t, uint32_t> state_stacks_;  // wall record state -> stack
+  struct WallStack {
+    size_t sample;   // index in p_->samples
+    uint32_t stack;  // the file's stack id
+  };
+  std::vector<WallStack> wall_stacks_;  // resolved in Finish, with the mappings
+  uint64_t unknown_wall_stacks_ = 0;
+  size_t unknown_wall_stack_at_ = 0;  // the first chunk with one
+  // (state stack, file stack) -> the pseudo frame over the blocked stack
+  std::unordered_map<uint64_t, uint32_t> blocked_stacks_;
 
   // The one-frame pseudo stack of a wall record's state: "[running]" or
   // "[off-cpu: read]". Built once per state, not once per record.
@@ -530,6 +551,29 @@ void FileDecoder::Finish() {
   pr.end_reason = pr.complete ? field("end") : "";
   const int64_t period = 1000000000LL / pr.hz;
   int64_t last = pr.start_ns;
+  // Blocked wall records: "[off-cpu: read]" as the leaf of the stack the
+  // thread was blocked in.
+  for (const WallStack& w : wall_stacks_) {
+    Sample& s = p_->samples[w.sample];
+    const uint64_t key = uint64_t{s.stack} << 32 | w.stack;
+    auto [it, added] = blocked_stacks_.emplace(key, s.stack);
+    if (added) {
+      const uint32_t native = StackIndex(w.stack);
+      if (native != 0) {
+        std::vector<uint32_t> locs = p_->stacks[s.stack];
+        const auto& frames = p_->stacks[native];
+        locs.insert(locs.end(), frames.begin(), frames.end());
+        it->second = p_->InternStack(locs);
+      }
+    }
+    s.stack = it->second;
+  }
+  if (unknown_wall_stacks_ > 0) {
+    pr.warnings.push_back(path_ + ": offset " + std::to_string(unknown_wall_stack_at_) + ": " +
+                          std::to_string(unknown_wall_stacks_) + " wall record" +
+                          (unknown_wall_stacks_ > 1 ? "s name a stack id" : " names a stack id") +
+                          " no earlier chunk defines; kept without their stack");
+  }
   for (const RawSample& r : raw_) {
     Sample s;
     s.process = proc_index_;
@@ -621,7 +665,8 @@ RecordCounts CountRecords(const std::string& data) {
     const uint8_t* e = b + len;
     uint64_t time, n;
     const bool records = type == DLPROF_CHUNK_SAMPLES || type == DLPROF_CHUNK_WALL ||
-                         type == DLPROF_CHUNK_WALL_RUNS || type == DLPROF_CHUNK_WALL_STATES;
+                         type == DLPROF_CHUNK_WALL_RUNS || type == DLPROF_CHUNK_WALL_STATES ||
+                         type == DLPROF_CHUNK_WALL_STACKS;
     if (records && GetVarint(&b, e, &time) && GetVarint(&b, e, &n)) {
       n = std::min<uint64_t>(n, static_cast<uint64_t>(e - b) / 5);
       (type == DLPROF_CHUNK_SAMPLES ? c.cpu : c.wall) += n;

@@ -37,6 +37,16 @@ bool Machinery(const Location& loc, const Frame& f) {
   return false;
 }
 
+// For an io bottleneck, the C library's frames at the leaf of a blocked
+// stack are the blocking call's wrapper (read, __libc_read, clock_nanosleep,
+// poll), which the stage's "mostly blocked in read()" names already: the
+// program's caller of it is what to change.
+bool LibcFrame(const Location& loc) {
+  const std::string base = loc.module.substr(loc.module.rfind('/') + 1);
+  return base.rfind("libc.so", 0) == 0 || base.rfind("libc-", 0) == 0 ||
+         base.rfind("libpthread", 0) == 0;
+}
+
 struct Acc {
   std::string name, file;
   int start_line = 0;
@@ -101,7 +111,7 @@ std::vector<CulpritFunction> BottleneckFunctions(const Profile& profile,
       for (uint32_t id : profile.stacks[s.stack]) {
         const Location& loc = profile.locations[id];
         for (const Frame& f : loc.frames) {
-          if (Machinery(loc, f)) {
+          if (Machinery(loc, f) || (io && LibcFrame(loc))) {
             keys.emplace_back();  // keeps the depth
             continue;
           }
@@ -126,7 +136,7 @@ std::vector<CulpritFunction> BottleneckFunctions(const Profile& profile,
       const Location& loc = profile.locations[id];
       for (const Frame& f : loc.frames) {
         ++depth;
-        if (Machinery(loc, f)) continue;
+        if (Machinery(loc, f) || (io && LibcFrame(loc))) continue;
         std::string key = f.function;
         key.push_back('\0');
         key += f.file;

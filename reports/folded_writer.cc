@@ -1,5 +1,8 @@
 // stacks.folded: the collapsed-stack format of flamegraph.pl and speedscope,
 // "root;...;leaf count" per line, with the stage path as the root frames.
+// stacks.offcpu.folded: the same for blocked time, from the wall records
+// of blocked threads, in microseconds: the stack each thread blocked in,
+// "[off-cpu: read]" as its leaf (only that frame where no stack was read).
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -51,6 +54,8 @@ std::string FoldedFrame(const Frame& f) {
 
 class FoldedWriter : public ReportWriter {
  public:
+  explicit FoldedWriter(bool offcpu) : offcpu_(offcpu) {}
+
   // A location's frames, outermost (the real function) first, each followed
   // by ';'. Built once per location, and only for the lines written.
   const std::string& Fragment(const Profile& p, uint32_t id) const {
@@ -74,7 +79,9 @@ class FoldedWriter : public ReportWriter {
     return n;
   }
 
-  std::string file_name() const override { return "stacks.folded"; }
+  std::string file_name() const override {
+    return offcpu_ ? "stacks.offcpu.folded" : "stacks.folded";
+  }
   std::vector<std::string> warnings() const override { return warnings_; }
   std::string Render(const Profile& p, const Analysis&) const override {
     warnings_.clear();
@@ -82,11 +89,17 @@ class FoldedWriter : public ReportWriter {
     DenseIndex<uint64_t, U64Hash> pairs;
     std::vector<int64_t> counts;
     for (const Sample& s : p.samples) {
-      if (s.kind != SampleKind::kCpu || s.count <= 0) continue;
+      int64_t count = 0;
+      if (!offcpu_ && s.kind == SampleKind::kCpu) {
+        count = s.count;
+      } else if (offcpu_ && s.kind == SampleKind::kWall && !s.on_cpu) {
+        count = (s.wall_ns - s.cpu_ns - s.wait_ns) / 1000;  // blocked, in us
+      }
+      if (count <= 0) continue;
       bool added;
       const uint32_t i = pairs.Intern(static_cast<uint64_t>(s.stage_path) << 32 | s.stack, &added);
       if (added) counts.push_back(0);
-      counts[i] += s.count;
+      counts[i] += count;
     }
     // Each line repeats its stage path's names and its stack's frames, so a
     // small input can ask for a huge file (a long name 16 deep on thousands
@@ -96,7 +109,7 @@ class FoldedWriter : public ReportWriter {
     for (size_t i = 0; i < p.stages.size(); ++i) stage_names[i] = "[stage " + CleanFrame(p.stages[i]) + "];";
     fragments_.assign(p.locations.size(), "");
     fragment_sizes_.assign(p.locations.size(), 0);
-    const uint64_t budget = FoldedBudget(p.input_bytes);
+    const uint64_t budget = FoldedBudget(p.input_bytes, offcpu_);
     std::vector<uint64_t> sizes(pairs.size());
     uint64_t total = 0;
     for (size_t i = 0; i < pairs.size(); ++i) {
@@ -118,12 +131,15 @@ class FoldedWriter : public ReportWriter {
       size_t n = 0;
       while (n < kept.size() && used + sizes[kept[n]] <= budget) used += sizes[kept[n++]];
       for (size_t i = n; i < kept.size(); ++i) left_out_samples += counts[kept[i]];
-      warnings_.push_back("stacks.folded: " + std::to_string(kept.size() - n) + " of " +
+      warnings_.push_back(file_name() + ": " + std::to_string(kept.size() - n) + " of " +
                           std::to_string(kept.size()) + " (stage path, stack) lines left out, their " +
-                          std::to_string(left_out_samples) + " samples on one \"" + kLeftOut +
+                          std::to_string(left_out_samples) + (offcpu_ ? " us" : " samples") +
+                          " on one \"" + LeftOut() +
                           "\" line: all of them would take " + ByteCount(total) + ", past " +
-                          ByteCount(budget) + " (" + std::to_string(kOutputBytesPerInputByte / 2) +
-                          " times the input's bytes plus " + ByteCount(kOutputSlackBytes / 2) + ")");
+                          ByteCount(budget) + " (" +
+                          std::to_string(kOutputBytesPerInputByte / BudgetShare(offcpu_)) +
+                          " times the input's bytes plus " +
+                          ByteCount(kOutputSlackBytes / BudgetShare(offcpu_)) + ")");
       kept.resize(n);
     }
     // One line per pair, then sorted; pairs that fold to the same text (two
@@ -142,7 +158,7 @@ class FoldedWriter : public ReportWriter {
       line.pop_back();
       lines.emplace_back(std::move(line), counts[i]);
     }
-    if (left_out_samples > 0) lines.emplace_back(kLeftOut, left_out_samples);
+    if (left_out_samples > 0) lines.emplace_back(LeftOut(), left_out_samples);
     fragments_.clear();
     fragment_sizes_.clear();
     std::sort(lines.begin(), lines.end());
@@ -164,11 +180,15 @@ class FoldedWriter : public ReportWriter {
   }
 
  private:
-  static constexpr const char* kLeftOut = "[stacks left out: past stacks.folded's budget]";
+  std::string LeftOut() const { return "[stacks left out: past " + file_name() + "'s budget]"; }
 
-  // Half the budget of all outputs (readers/profile.h): the rest is for the
-  // other files.
-  static uint64_t FoldedBudget(uint64_t input_bytes) { return OutputBudget(input_bytes) / 2; }
+  // Half the budget of all outputs (readers/profile.h) for stacks.folded,
+  // an eighth for stacks.offcpu.folded (wall records are run-length encoded:
+  // far fewer lines): the rest is for the other files.
+  static uint64_t BudgetShare(bool offcpu) { return offcpu ? 8 : 2; }
+  static uint64_t FoldedBudget(uint64_t input_bytes, bool offcpu) {
+    return OutputBudget(input_bytes) / BudgetShare(offcpu);
+  }
   static std::string ByteCount(uint64_t n) {
     return n >= (uint64_t{1} << 20) ? std::to_string(n >> 20) + " MiB" : std::to_string(n) + " bytes";
   }
@@ -176,10 +196,14 @@ class FoldedWriter : public ReportWriter {
   mutable std::vector<std::string> fragments_;
   mutable std::vector<uint32_t> fragment_sizes_;  // 1 + size, 0: not measured yet
   mutable std::vector<std::string> warnings_;
+  const bool offcpu_;
 };
 
 }  // namespace
 
-std::unique_ptr<ReportWriter> MakeFoldedWriter() { return std::make_unique<FoldedWriter>(); }
+std::unique_ptr<ReportWriter> MakeFoldedWriter() { return std::make_unique<FoldedWriter>(false); }
+std::unique_ptr<ReportWriter> MakeOffCpuFoldedWriter() {
+  return std::make_unique<FoldedWriter>(true);
+}
 
 }  // namespace dlprof

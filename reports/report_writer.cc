@@ -53,6 +53,7 @@ std::vector<std::unique_ptr<ReportWriter>> AllReportWriters() {
   w.push_back(MakeSummaryJsonWriter());
   w.push_back(MakeSummaryTextWriter());
   w.push_back(MakeFoldedWriter());
+  w.push_back(MakeOffCpuFoldedWriter());
   w.push_back(MakePprofReportWriter());
   w.push_back(MakeTraceWriter());
   w.push_back(MakeHtmlWriter());

@@ -29,6 +29,7 @@ class ReportWriter {
 std::vector<std::unique_ptr<ReportWriter>> AllReportWriters();
 
 std::unique_ptr<ReportWriter> MakeFoldedWriter();       // stacks.folded
+std::unique_ptr<ReportWriter> MakeOffCpuFoldedWriter(); // stacks.offcpu.folded
 std::unique_ptr<ReportWriter> MakeSummaryTextWriter();  // summary.txt
 std::unique_ptr<ReportWriter> MakeSummaryJsonWriter();  // summary.json
 std::unique_ptr<ReportWriter> MakePprofReportWriter();  // profile.pb.gz

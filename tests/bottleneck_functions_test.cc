@@ -171,6 +171,25 @@ TEST(BottleneckFunctions, AnIoBottleneckWeighsBlockedTimeNotCpu) {
   EXPECT_TRUE(BottleneckFunctions(b.profile(), kRoles, "nope", "worker", "cpu", 5).empty());
 }
 
+TEST(BottleneckFunctions, AnIoBottlenecksBlockingCallWrapperInLibcIsNotNamed) {
+  Builder b;
+  // Blocked stacks as the collector walks them: "[off-cpu: read]" (a pseudo
+  // frame), libc's read, then the program. The wrapper is the call the
+  // stage already names; its caller is what to change. For a cpu
+  // bottleneck a libc function (memcpy) may be the culprit and stays.
+  const Fn pseudo{"[off-cpu: read]", "", ""};
+  const Fn libc_read{"__libc_read", "../sysdeps/unix/sysv/linux/read.c",
+                     "/usr/lib/x86_64-linux-gnu/libc.so.6"};
+  const Fn memcpy_fn{"__memmove_avx_unaligned_erms", "", "/usr/lib/x86_64-linux-gnu/libc.so.6"};
+  b.Blocked(1, "fetch", {pseudo, libc_read, kOpen, kGetItem}, 90, 10);
+  b.Blocked(1, "fetch", {pseudo, libc_read, kDecode, kGetItem}, 30, 10);
+  EXPECT_EQ(Names(BottleneckFunctions(b.profile(), kRoles, "fetch", "worker", "io", 5)),
+            (std::vector<std::string>{"Storage.read", "decode_image"}));
+  b.Cpu(1, "decode", {memcpy_fn, kDecode, kGetItem}, 100);
+  EXPECT_EQ(Names(BottleneckFunctions(b.profile(), kRoles, "decode", "worker", "cpu", 5)),
+            (std::vector<std::string>{"__memmove_avx_unaligned_erms"}));
+}
+
 TEST(BottleneckFunctions, WithNoStageNamedEverySampleOfTheRoleCounts) {
   Builder b;
   b.Cpu(1, "", {kRotate, kAugment, kGetItem, kWorkerLoop}, 700);

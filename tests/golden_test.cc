@@ -196,15 +196,19 @@ Profile MakeGoldenProfile() {
     p.samples.push_back(s);
   };
   // A wall record as the dlprof reader makes them: count 0, a pseudo frame
-  // saying running or blocked in `syscall`.
+  // saying running or blocked in `syscall`, over the stack the thread was
+  // blocked in when the file has one (`blocked`, leaf first).
   auto wall = [&](uint32_t proc, uint32_t tid, uint32_t path, int64_t t_ms, int64_t wall_ms,
-                  int64_t cpu_ms, const std::string& syscall) {
+                  int64_t cpu_ms, const std::string& syscall,
+                  const std::vector<uint32_t>& blocked = {}) {
     Sample s;
     s.process = proc;
     s.tid = tid;
     s.on_cpu = syscall.empty();
-    s.stack = p.InternStack(
-        {pseudo(syscall.empty() ? "[running]" : "[off-cpu: " + syscall + "]")});
+    std::vector<uint32_t> stack = {
+        pseudo(syscall.empty() ? "[running]" : "[off-cpu: " + syscall + "]")};
+    stack.insert(stack.end(), blocked.begin(), blocked.end());
+    s.stack = p.InternStack(stack);
     s.stage_path = path;
     s.kind = SampleKind::kWall;
     s.time_ns = kT0 + t_ms * kMs;
@@ -237,7 +241,7 @@ Profile MakeGoldenProfile() {
   cpu(1, 201, {read_file, worker_loop}, s_read, 150, 2);
   wall(1, 201, s_read, 150, 40, 20, "");
   cpu(1, 201, {fetch, read_file, worker_loop}, s_fetch, 160, 1);
-  wall(1, 201, s_fetch, 400, 250, 10, "read");
+  wall(1, 201, s_fetch, 400, 250, 10, "read", {libc_read, fetch, read_file, worker_loop});
   cpu(1, 201, {jpeg_idct, decode, worker_loop}, s_decode, 500, 4);
   wall(1, 201, s_decode, 500, 100, 95, "");
   wall(1, 201, s_read, 600, 50, 5, "pread64");
@@ -796,6 +800,11 @@ TEST(Golden, StacksFolded) {
   CheckGolden("pipeline.stacks.folded", WrittenFile("stacks.folded"));
 }
 
+TEST(Golden, StacksOffCpuFolded) {
+  // Blocked microseconds, from the wall records: sums of the input's, exact.
+  CheckGolden("pipeline.stacks.offcpu.folded", WrittenFile("stacks.offcpu.folded"));
+}
+
 TEST(Golden, SummaryTxt) { CheckGolden("pipeline.summary.txt", MaskTimes(WrittenFile("summary.txt"))); }
 
 TEST(Golden, SummaryJson) {
@@ -841,8 +850,9 @@ TEST(Golden, ReportHtmlData) {
 
 // A writer added to `dlprof report` needs a golden here too.
 TEST(Golden, EveryWriterHasAGolden) {
-  const std::set<std::string> covered = {"profile.pb.gz", "stacks.folded", "summary.txt",
-                                         "summary.json",  "trace.json",    "report.html"};
+  const std::set<std::string> covered = {"profile.pb.gz", "stacks.folded", "stacks.offcpu.folded",
+                                         "summary.txt",   "summary.json",  "trace.json",
+                                         "report.html"};
   std::set<std::string> written;
   for (const auto& writer : AllReportWriters()) written.insert(writer->file_name());
   EXPECT_EQ(written, covered);

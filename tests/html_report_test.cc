@@ -415,6 +415,78 @@ document.addEventListener("DOMContentLoaded", function () {
       << tag;
 }
 
+// Clicking a stage that was blocked most of its time shows its blocked
+// stacks (the wall view), not the CPU view's "No samples match".
+TEST(HtmlReport, ClickingABlockedStageShowsWhereItBlocked) {
+  REQUIRE_CHROMIUM();
+  Profile p;
+  Process proc;
+  proc.pid = 11;
+  proc.start_ns = 1;
+  proc.end_ns = 1000000000;
+  p.processes.push_back(proc);
+  auto loc = [&](const std::string& name, uint64_t offset, bool pseudo = false) {
+    Location l;
+    l.module = pseudo ? "" : "/bin/blocked";
+    l.module_offset = offset;
+    l.pseudo = pseudo;
+    l.frames.push_back({name, "", 0});
+    return p.InternLocation(l);
+  };
+  const uint32_t main_fn = loc("main", 1), burn = loc("Burn", 2), wait = loc("WaitForDisk", 3);
+  const uint32_t blocked = loc("[off-cpu: read]", 0, true);
+  const uint32_t compute = p.InternStagePath({p.InternStage("compute")});
+  const uint32_t fetch = p.InternStagePath({p.InternStage("fetch")});
+  for (int i = 0; i < 20; ++i) {
+    Sample s;
+    s.stage_path = compute;
+    s.stack = p.InternStack({burn, main_fn});
+    s.time_ns = 1 + i;
+    s.cpu_ns = 10000000;
+    p.samples.push_back(s);
+  }
+  Sample w;
+  w.kind = SampleKind::kWall;
+  w.count = 0;
+  w.stage_path = compute;
+  w.stack = p.InternStack({loc("[running]", 0, true)});
+  w.wall_ns = w.cpu_ns = 200000000;
+  w.time_ns = 300000000;
+  p.samples.push_back(w);
+  w.stage_path = fetch;
+  w.on_cpu = false;
+  w.stack = p.InternStack({blocked, wait, main_fn});
+  w.wall_ns = 300000000;
+  w.cpu_ns = 5000000;
+  w.time_ns = 600000000;
+  p.samples.push_back(w);
+  std::string page = MakeHtmlWriter()->Render(p, Analyze(p));
+  const std::string probe = R"(<script>
+document.addEventListener("DOMContentLoaded", function () {
+  function names() {
+    return Array.prototype.map.call(document.querySelectorAll(".fg-node"),
+                                    function (g) { return g.getAttribute("data-name"); }).join(",");
+  }
+  var out = ["before=" + document.getElementById("fg-view").value];
+  Array.prototype.forEach.call(document.querySelectorAll(".stage-link"), function (b) {
+    if (b.textContent === "fetch") b.click();
+  });
+  out.push("after=" + document.getElementById("fg-view").value, "names=" + names());
+  document.documentElement.setAttribute("data-probe", out.join(" "));
+});
+</script>)";
+  page.insert(page.find("<head>") + 6, probe);
+  const std::string dir = MakeTempDir("dlprof-html-blocked");
+  WriteFileOrThrow(dir + "/report.html", page);
+  BrowserResult b = LoadPage("file://" + dir + "/report.html");
+  ASSERT_TRUE(b.ran) << b.log;
+  EXPECT_TRUE(b.console.empty()) << Joined(b.console);
+  const std::string tag = HtmlTag(b.dom);
+  EXPECT_NE(tag.find("before=cpu after=wall "), std::string::npos) << tag;
+  EXPECT_NE(tag.find("names=all,fetch,main,WaitForDisk,[off-cpu: read]\""), std::string::npos)
+      << tag;
+}
+
 // The page's data: the JSON inside <script id="dlprof-data">.
 nlohmann::json PageData(const std::string& page) {
   const std::string open = "<script type=\"application/json\" id=\"dlprof-data\">";

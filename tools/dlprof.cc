@@ -56,7 +56,7 @@ const char* kTopUsage =
     "  report RUN_DIR... -o OUT_DIR\n"
     "                 merge the processes of one or more runs into report.html,\n"
     "                 profile.pb.gz, summary.txt, summary.json, trace.json(.gz),\n"
-    "                 stacks.folded\n"
+    "                 stacks.folded, stacks.offcpu.folded (blocked time, us)\n"
     "  diff BEFORE AFTER [-o OUT_DIR]\n"
     "                 compare two runs: verdict, data wait, step time, stages, buffers,\n"
     "                 workers; a table on stdout, diff.html, diff.json, diff.txt\n"

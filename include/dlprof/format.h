@@ -1,4 +1,4 @@
-/* The .dlprof file format, version 2. Full description: docs/FORMAT.md.
+/* The .dlprof file format, version 3. Full description: docs/FORMAT.md.
  *
  * A file is a 16-byte file header followed by chunks. Each chunk is a 16-byte
  * chunk header and a payload; the payload is a sequence of unsigned LEB128
@@ -16,8 +16,13 @@
 #define DLPROF_FILE_MAGIC "DLPROF\r\n" /* 8 bytes; then u32 version, u32 0 */
 /* 2: wall records carry the time the thread was runnable but waiting for a
  * core (DLPROF_CHUNK_WALL_STATES). Readers take 1 and 2; a version-1 reader
- * refuses a version-2 file rather than read it without its wall time. */
-#define DLPROF_FORMAT_VERSION 2u
+ * refuses a version-2 file rather than read it without its wall time.
+ * 3: wall records carry the stack a blocked thread blocked in
+ * (DLPROF_CHUNK_WALL_STACKS, which writers use instead of WALL_STATES).
+ * Readers take 1 to 3; a version-2 reader, which skips chunk types it does
+ * not know, refuses a version-3 file rather than read it without its wall
+ * time. */
+#define DLPROF_FORMAT_VERSION 3u
 #define DLPROF_FORMAT_OLDEST_VERSION 1u
 #define DLPROF_FILE_HEADER_SIZE 16u
 #define DLPROF_CHUNK_MAGIC 0x4b4e4843u /* "CHNK" */
@@ -85,8 +90,18 @@ enum dlprof_chunk_type {
    * wall_ns, v cpu_ns, v wait_ns, v state). Of wall_ns, cpu_ns the thread
    * ran, wait_ns it was runnable but waiting for a core (the kernel's
    * run_delay, /proc/<tid>/schedstat), the rest it was blocked, in the call
-   * `state` names (state 0: running the whole run, save for its wait). */
-  DLPROF_CHUNK_WALL_STATES = 16
+   * `state` names (state 0: running the whole run, save for its wait).
+   * Read for version-2 files; writers now use DLPROF_CHUNK_WALL_STACKS. */
+  DLPROF_CHUNK_WALL_STATES = 16,
+  /* Wall runs with the blocked thread's stack (version 3). As
+   * DLPROF_CHUNK_WALL_STATES with one more field after state: v stack id,
+   * a DLPROF_CHUNK_STACKS id defined before (0: no stack; always 0 when
+   * state is 0). The stack is the one the thread was blocked in at the
+   * run's ticks (native pcs leaf first, the first one the instruction after
+   * the system call, then Python frames as in DLPROF_CHUNK_STACKS), read by
+   * the collector from the blocked thread's stack pointer and pc without
+   * signalling it; a run ends when its stack changes. */
+  DLPROF_CHUNK_WALL_STACKS = 17
 };
 
 /* A Python frame in a DLPROF_CHUNK_STACKS stack: bit 63 set (no user-space

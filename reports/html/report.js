@@ -438,7 +438,11 @@
         cell: function (s) {
           var b = el("button", { type: "button", className: "linklike stage-link", text: s.name,
                                  title: "Show this stage in the flame graph" });
-          b.addEventListener("click", function () { flame.setStage(s.name, true); });
+          // A stage blocked most of its time shows where it blocked: the
+          // wall view's off-CPU stacks (its CPU samples are few or none).
+          b.addEventListener("click", function () {
+            flame.setStage(s.name, true, s.offcpu_fraction >= 0.5 ? "wall" : "");
+          });
           return b;
         } },
       { h: "Role", v: function (s) { return s.role || ""; } },
@@ -763,7 +767,11 @@
     return {
       init: init,
       redraw: function () { draw(); },
-      setStage: function (name, scroll) {
+      setStage: function (name, scroll, viewId) {
+        if (viewId && views.some(function (v) { return v.id === viewId; })) {
+          setView(viewId);
+          $("fg-view").value = state.view;
+        }
         state.stage = name;
         var sel = $("fg-stage");
         if (!Array.prototype.some.call(sel.options, function (o) { return o.value === name; })) option(sel, name, name);
