@@ -16,6 +16,8 @@
 #include <new>
 #include <vector>
 
+#include "backends/own_memory.h"
+
 namespace dlprof {
 namespace {
 
@@ -209,24 +211,16 @@ Presence StillLoaded(const Record& r) {
   return f.found ? Presence::kLoaded : Presence::kGone;
 }
 
-// Copies [lo, hi) of this process's memory with process_vm_readv: an
+// Copies [lo, hi) of this process's memory (backends/own_memory.h): an
 // object unloaded meanwhile (a dlclose on another thread) makes the copy
 // fail instead of the collector fault. (Pinning the object with
 // dlopen(RTLD_NOLOAD) instead was tried and is wrong: during exit, glibc's
 // _dl_fini clears an object's "initialized" mark before its destructors, and
 // a dlopen then runs its constructors again: libdlprof started a second
 // session in a process that was exiting.)
-bool CopyOwnMemory(uintptr_t lo, uintptr_t hi, ByteVector* out) {
+bool CopyObjectMemory(uintptr_t lo, uintptr_t hi, ByteVector* out) {
   out->resize(hi - lo);
-  size_t done = 0;
-  while (done < out->size()) {
-    iovec local{out->data() + done, out->size() - done};
-    iovec remote{reinterpret_cast<void*>(lo + done), out->size() - done};
-    const ssize_t n = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
-    if (n <= 0) return false;
-    done += static_cast<size_t>(n);
-  }
-  return true;
+  return CopyOwnMemory(out->data(), lo, out->size()) == out->size();
 }
 
 // One object's rows, decoded (Decode) and then put in its record under the
@@ -264,14 +258,14 @@ Decoded Decode(const Record& record) {
     head.readable_lo = source.eh_frame_hdr & ~uintptr_t{7};
     head.readable_hi = std::min(source.readable_hi, head.readable_lo + 64);
     ByteVector bytes;
-    if (!CopyOwnMemory(head.readable_lo, head.readable_hi, &bytes)) return out;
+    if (!CopyObjectMemory(head.readable_lo, head.readable_hi, &bytes)) return out;
     head.copy = bytes.data();
     const uintptr_t frame = EhFrameStart(head);
     if (frame >= source.readable_lo && frame < from) from = frame;
   }
   source.readable_lo = std::max(source.readable_lo, from & ~uintptr_t{7});
   ByteVector copy;
-  if (!CopyOwnMemory(source.readable_lo, source.readable_hi, &copy)) return out;
+  if (!CopyObjectMemory(source.readable_lo, source.readable_hi, &copy)) return out;
   source.copy = copy.data();
   CfiRowVector rows;
   std::string error;

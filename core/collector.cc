@@ -5,7 +5,6 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -17,6 +16,7 @@
 #include <dlprof/format.h>
 
 #include "backends/cfi_unwinder.h"
+#include "backends/own_memory.h"
 #include "core/annotations.h"
 #include "core/proc_maps.h"
 #include "core/python_frames.h"
@@ -176,7 +176,7 @@ uint32_t Collector::WalkBlocked(ThreadSlot* s, pid_t tid, uint64_t state, uintpt
   const int64_t start = MonotonicNs();
   ++blocked_walks_;
   // The native stack, over a copy of [sp, top) of the thread's own stack
-  // (or the signal stack it runs on): process_vm_readv fails or stops short
+  // (or the signal stack it runs on): CopyOwnMemory fails or stops short
   // where memory is gone (the thread exited meanwhile) instead of faulting.
   uintptr_t pcs[kMaxFrames];
   int not_built = 0;
@@ -191,10 +191,7 @@ uint32_t Collector::WalkBlocked(ThreadSlot* s, pid_t tid, uint64_t state, uintpt
   if (hi > lo) {
     if (stack_copy_.empty()) stack_copy_.resize(kBlockedStackCopyBytes);
     const size_t want = std::min<uintptr_t>(hi - lo, kBlockedStackCopyBytes);
-    iovec local{stack_copy_.data(), want};
-    iovec remote{reinterpret_cast<void*>(lo), want};
-    const ssize_t got = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
-    if (got > 0) copied = static_cast<size_t>(got);
+    copied = CopyOwnMemory(stack_copy_.data(), lo, want);
   }
   const CopiedStack copy{lo, stack_copy_.data(), copied};
   const int n = CfiWalkCopiedStack(pc, sp, copy, pcs, kMaxFrames, &not_built);

@@ -41,7 +41,9 @@ struct ProfiledRun {
 // Debian's python3 (not instrumented) with libdlprof preloaded as
 // python_frames_test does (with the sanitizer's runtime before it in an
 // ASan build), then `dlprof report`.
-ProfiledRun ProfileCommand(const std::vector<std::string>& command, int timeout_s = 120) {
+// `wrapper`, if any, runs `dlprof run` itself (a seccomp profile both inherit).
+ProfiledRun ProfileCommand(const std::vector<std::string>& command, int timeout_s = 120,
+                           const std::string& wrapper = "") {
   ProfiledRun run;
   run.dir = MakeTempDir("dlprof-blocked");
   if (command[0] == testing::kDebianPython) {
@@ -56,6 +58,7 @@ ProfiledRun ProfileCommand(const std::vector<std::string>& command, int timeout_
   } else {
     std::vector<std::string> argv = {kDlprof, "run", "-o", run.dir + "/out", "-r",
                                      run.dir + "/report", "--"};
+    if (!wrapper.empty()) argv.insert(argv.begin(), wrapper);
     argv.insert(argv.end(), command.begin(), command.end());
     run.result = RunProcess(argv, {}, timeout_s);
   }
@@ -117,8 +120,7 @@ std::string Gunzip(const std::string& in) {
 // A thread blocked in read() inside BlockedReadOuter -> Middle -> Inner:
 // its off-CPU time carries that chain under "[off-cpu: read]", for nearly
 // all of the stage's blocked time, and every report shows it.
-TEST(BlockedStacks, ReadInAKnownChainOfFunctions) {
-  ProfiledRun run = ProfileCommand({ProgramPath("blocked_read"), "chain", "30", "50"});
+void ExpectTheChainInEveryReport(const ProfiledRun& run) {
   ASSERT_EQ(run.result.exit_code, 0) << run.result.out << run.result.err;
   ASSERT_TRUE(run.errors.empty()) << run.errors[0];
   int64_t stage_blocked = 0, chain_blocked = 0;
@@ -171,6 +173,19 @@ TEST(BlockedStacks, ReadInAKnownChainOfFunctions) {
   EXPECT_NE(pprof.find("BlockedReadInner"), std::string::npos) << run.Where();
   const std::string page = ReadFile(run.dir + "/report/report.html");
   EXPECT_NE(page.find("BlockedReadInner"), std::string::npos) << run.Where();
+}
+
+TEST(BlockedStacks, ReadInAKnownChainOfFunctions) {
+  ExpectTheChainInEveryReport(ProfileCommand({ProgramPath("blocked_read"), "chain", "30", "50"}));
+}
+
+// In a container whose seccomp profile refuses process_vm_readv (EPERM, as
+// runtimes without CAP_SYS_PTRACE may), the stack is copied through
+// /proc/self/mem instead: the same chain, as often.
+TEST(BlockedStacks, ReadInAKnownChainWhereProcessVmReadvIsRefused) {
+  ExpectTheChainInEveryReport(
+      ProfileCommand({ProgramPath("blocked_read"), "chain", "30", "50"}, 120,
+                     std::string(DLPROF_BUILD_DIR) + "/tests/harm/deny_vm_readv"));
 }
 
 // A thread that wakes and blocks again all the time, alternately through
