@@ -136,8 +136,14 @@ extern "C" DLPROF_EXPORT int prctl(int option, ...) noexcept {
 }
 
 // syscall(): only SYS_seccomp is dlprof's business (libseccomp installs its
-// filters that way); everything else passes with its six arguments.
-extern "C" DLPROF_EXPORT long syscall(long number, ...) noexcept {
+// filters that way); everything else passes with its six arguments. The
+// variadic ABI says nothing of how many the caller passed: the sixth comes
+// from the caller's stack whether it passed it or not, as in glibc's own
+// syscall(), a word that is always there (the return address's neighbour).
+// Not instrumented under ASan, which calls that read an underflow of the
+// caller's frame (syscall(SYS_read, fd, buf, 1)).
+extern "C" DLPROF_EXPORT __attribute__((no_sanitize_address)) long syscall(long number,
+                                                                           ...) noexcept {
   va_list ap;
   va_start(ap, number);
   long args[6];

@@ -179,6 +179,14 @@ TEST(BlockedStacks, ReadInAKnownChainOfFunctions) {
   ExpectTheChainInEveryReport(ProfileCommand({ProgramPath("blocked_read"), "chain", "30", "50"}));
 }
 
+// The same chain blocked in syscall(SYS_read), as Rust's futex waits and
+// raw reads block: libdlprof interposes syscall(), and its frames there keep
+// their CFA off %rbp so that the walk goes on through them to the program.
+TEST(BlockedStacks, ReadThroughTheInterposedSyscallKeepsItsChain) {
+  ExpectTheChainInEveryReport(
+      ProfileCommand({ProgramPath("blocked_read"), "chain-syscall", "30", "50"}));
+}
+
 // In a container whose seccomp profile refuses process_vm_readv (EPERM, as
 // runtimes without CAP_SYS_PTRACE may), the stack is copied through
 // /proc/self/mem instead: the same chain, as often.

@@ -2,11 +2,18 @@
 // a marked stage: the collector's walks of blocked threads
 // (tests/blocked_stacks_test.cc). Built without frame pointers
 // (tests/CMakeLists.txt): from a blocked thread's pc and stack pointer alone
-// the walk cannot follow a frame whose CFA is %rbp-based.
+// the walk cannot follow a frame whose CFA is %rbp-based. For the same reason
+// an ASan build reads with syscall(SYS_read): libasan's read() interceptor,
+// which would sit between read() and its caller, keeps its CFA in %rbp
+// (push %rbp; mov %rsp,%rbp), and libc's read does not save %rbp, so every
+// walk would end there; ASan intercepts neither syscall() nor its wrapper.
 // Usage:
 //   blocked_read chain ITEMS GAP_MS  one thread reads ITEMS bytes in stage
 //       "blocked_read" through BlockedReadOuter -> BlockedReadMiddle ->
 //       BlockedReadInner -> read(); main writes one every GAP_MS.
+//   blocked_read chain-syscall ITEMS GAP_MS  the same through
+//       syscall(SYS_read), which libdlprof interposes: its frames must not
+//       end the walk.
 //   blocked_read race ITEMS GAP_US   one thread in stage "race" reads ITEMS
 //       bytes alternately through RaceA1 -> RaceA2 -> RaceBlock and RaceB1 ->
 //       RaceB2 -> RaceBlock (the same frame sizes, so the same sp and pc in
@@ -15,6 +22,7 @@
 //       time, often while its stack is walked.
 #include <dlprof/dlprof.h>
 
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -27,6 +35,16 @@
 namespace {
 
 int g_pipe[2];
+bool g_through_syscall = false;
+
+// One byte from fd, blocked in the read system call.
+ssize_t ReadByte(int fd, char* c) {
+#ifdef __SANITIZE_ADDRESS__
+  g_through_syscall = true;
+#endif
+  if (g_through_syscall) return syscall(SYS_read, fd, c, 1);
+  return read(fd, c, 1);
+}
 
 void SleepNs(int64_t ns) {
   timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
@@ -40,7 +58,7 @@ void SleepNs(int64_t ns) {
 // BlockedReadInner).
 __attribute__((noipa)) int BlockedReadInner(int fd) {
   char c;
-  const ssize_t n = read(fd, &c, 1);
+  const ssize_t n = ReadByte(fd, &c);
   asm volatile("" ::: "memory");
   return n == 1 ? c : -1;
 }
@@ -57,7 +75,7 @@ __attribute__((noipa)) int BlockedReadOuter(int fd) {
 
 __attribute__((noipa)) int RaceBlock(int fd) {
   char c;
-  const ssize_t n = read(fd, &c, 1);
+  const ssize_t n = ReadByte(fd, &c);
   asm volatile("" ::: "memory");
   return n == 1 ? c : -1;
 }
@@ -98,10 +116,11 @@ __attribute__((noipa)) int RaceB1(int fd) {
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    fprintf(stderr, "usage: blocked_read chain|race ITEMS GAP\n");
+    fprintf(stderr, "usage: blocked_read chain|chain-syscall|race ITEMS GAP\n");
     return 2;
   }
   const bool race = strcmp(argv[1], "race") == 0;
+  g_through_syscall = strcmp(argv[1], "chain-syscall") == 0;
   const int items = atoi(argv[2]);
   const int64_t gap = atoll(argv[3]);
   if (pipe(g_pipe) != 0) return 1;
