@@ -8,20 +8,26 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
-
-
 #include <cstdio>
 #include <cstring>
-#include <map>
 
 namespace dlprof {
 namespace {
 
+// Each loaded object's address ranges (its PT_LOAD segments, page-aligned)
+// with its build-id. A mapping of /proc/self/maps takes the build-id of the
+// object whose segment holds its first address: no path comparison, so no
+// realpath() of each name (~10 readlink() calls an object, 300+ objects in a
+// torch process), and the vdso and a deleted or renamed file match too.
+struct LoadedRange {
+  uintptr_t lo, hi;
+  size_t id;  // index into BuildIdScan::ids
+};
 struct BuildIdScan {
-  std::map<std::string, std::string> by_path;  // object path -> build-id
-  std::string exe_build_id;
-  uint64_t generation = 0;
+  std::vector<std::string> ids;  // one per object with a build-id
+  std::vector<LoadedRange> ranges;
 };
 
 std::string NoteBuildId(const dl_phdr_info* info) {
@@ -45,40 +51,29 @@ std::string NoteBuildId(const dl_phdr_info* info) {
   return {};
 }
 
-// realpath() of each loaded object's name, by name and load address: a
-// torch process has 300+ objects, ~10 readlink() calls each, and every
-// DataLoader worker rescans them all at its first flush (16k readlinks in an
-// 8-epoch run). Kept across fork, so a worker asks for none. Only the
-// collector thread uses it (inside TryIterateLoadedObjects); leaked on
-// purpose, and emptied if a dlopen/dlclose loop ever fills it.
-std::map<std::string, std::string>* g_real_paths = nullptr;
-
-const std::string& RealPathOf(const dl_phdr_info* info) {
-  if (g_real_paths == nullptr) g_real_paths = new std::map<std::string, std::string>;
-  if (g_real_paths->size() >= 4096) g_real_paths->clear();
-  std::string key = info->dlpi_name;
-  key.push_back('\0');
-  key += std::to_string(info->dlpi_addr);
-  auto [it, added] = g_real_paths->try_emplace(std::move(key));
-  if (added) {
-    char real[PATH_MAX];
-    if (realpath(info->dlpi_name, real) != nullptr) it->second = real;
-  }
-  return it->second;
-}
-
 int CollectBuildIds(dl_phdr_info* info, size_t, void* data) {
   auto* scan = static_cast<BuildIdScan*>(data);
-  scan->generation = info->dlpi_adds * 1000003ull + info->dlpi_subs;
   std::string id = NoteBuildId(info);
-  if (info->dlpi_name == nullptr || info->dlpi_name[0] == '\0') {
-    if (scan->exe_build_id.empty()) scan->exe_build_id = id;
-  } else {
-    scan->by_path[info->dlpi_name] = id;
-    const std::string& real = RealPathOf(info);
-    if (!real.empty()) scan->by_path[real] = id;
+  if (id.empty()) return 0;
+  scan->ids.push_back(std::move(id));
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD || ph.p_memsz == 0) continue;
+    const uintptr_t first = info->dlpi_addr + ph.p_vaddr;
+    scan->ranges.push_back({first & ~(page - 1), first + ph.p_memsz, scan->ids.size() - 1});
   }
   return 0;
+}
+
+// The build-id of the object loaded at addr (ranges sorted), or "".
+const std::string& BuildIdAt(const BuildIdScan& scan, uintptr_t addr) {
+  static const std::string none;
+  auto it = std::upper_bound(scan.ranges.begin(), scan.ranges.end(), addr,
+                             [](uintptr_t a, const LoadedRange& r) { return a < r.lo; });
+  if (it == scan.ranges.begin()) return none;
+  --it;
+  return addr < it->hi ? scan.ids[it->id] : none;
 }
 
 pthread_mutex_t* g_loader_lock = nullptr;
@@ -241,9 +236,8 @@ bool ReadExecutableMappings(std::vector<MapEntry>* result, bool last_chance) {
       !TryIterateLoadedObjects(CollectBuildIds, &scan) && !last_chance) {
     return false;
   }
-  char exe[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-  std::string exe_path = n > 0 ? std::string(exe, n) : std::string();
+  std::sort(scan.ranges.begin(), scan.ranges.end(),
+            [](const LoadedRange& a, const LoadedRange& b) { return a.lo < b.lo; });
 
   std::vector<MapEntry> out;
   FILE* f = fopen("/proc/self/maps", "re");
@@ -263,13 +257,7 @@ bool ReadExecutableMappings(std::vector<MapEntry>* result, bool last_chance) {
     std::string path = line + path_pos;
     while (!path.empty() && (path.back() == '\n' || path.back() == ' ')) path.pop_back();
     if (path.empty()) continue;
-    MapEntry m{start, end, offset, path, {}};
-    if (path == exe_path) {
-      m.build_id = scan.exe_build_id;
-    } else if (auto it = scan.by_path.find(path); it != scan.by_path.end()) {
-      m.build_id = it->second;
-    }
-    out.push_back(std::move(m));
+    out.push_back(MapEntry{start, end, offset, std::move(path), BuildIdAt(scan, start)});
   }
   fclose(f);
   *result = std::move(out);

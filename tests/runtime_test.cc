@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +18,7 @@
 
 #include "dlprof/format.h"
 #include "readers/dlprof_reader.h"
+#include "readers/symbolizer.h"
 #include "tests/support/sanitizer.h"
 #include "tests/support/subprocess.h"
 
@@ -97,6 +99,32 @@ TEST(Runtime, StageThatLivesInSystemCallsKeepsItsShareOfCpu) {
   // Before the periods were shared out by stage, it came out at 0.23-0.29
   // against 0.50.
   EXPECT_NEAR(measured, truth, 0.08);
+}
+
+// The runtime gives each executable mapping the build-id of the object
+// loaded there (matched by address, core/proc_maps.cc); every one must be
+// the build-id of the file the mapping names, the program's own included.
+TEST(Runtime, EveryMappingCarriesItsFilesBuildId) {
+  ProfiledRun run = Profiled({"mix", "200"});
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.err;
+  ASSERT_EQ(run.profile.processes.size(), 1u);
+  const std::vector<Mapping>& mappings = run.profile.processes[0].mappings;
+  ASSERT_FALSE(mappings.empty());
+  int checked = 0;
+  bool exe_checked = false;
+  const std::string exe = ProgramPath("rt_workload");
+  for (const Mapping& m : mappings) {
+    if (m.path.empty() || m.path[0] != '/') continue;
+    const std::string expected = ReadElfBuildId(m.path);
+    if (expected.empty()) continue;  // no note, or not readable
+    EXPECT_EQ(m.build_id, expected) << m.path;
+    ++checked;
+    char real_exe[PATH_MAX];
+    if (realpath(exe.c_str(), real_exe) != nullptr && m.path == real_exe) exe_checked = true;
+  }
+  // The program, libdlprof, libc and libstdc++ at least.
+  EXPECT_GE(checked, 4);
+  EXPECT_TRUE(exe_checked) << "no mapping of " << exe;
 }
 
 TEST(Runtime, ThreadCreatedAfterStartIsSampled) {
