@@ -36,7 +36,14 @@
 // pcs are seen) and touches libunwind's thread-locals outside any handler.
 // Not re-entrant with the program's own unw_backtrace()/backtrace() on the
 // same thread (Debian's libunwind exports a weak backtrace()).
+//
+// libunwind is loaded only when this unwinder is asked for: dlopen'ed, local
+// (RTLD_LOCAL: its weak backtrace() never joins the program's symbols), its
+// entry points kept in `g_api`. Linked as a dependency, every process
+// started under DLPROF_SAMPLE=1 loaded libunwind and liblzma for a backend
+// that is not the default (~0.15 ms of each start, BENCHMARKS.md).
 #define UNW_LOCAL_ONLY
+#include <dlfcn.h>
 #include <libunwind.h>
 
 #include <algorithm>
@@ -48,6 +55,61 @@
 
 namespace dlprof {
 namespace {
+
+// The libunwind entry points this file uses, by their exported names (the
+// header's unw_* are macros for _ULx86_64_* and the like).
+struct LibunwindApi {
+  int (*backtrace)(void**, int);
+  int (*init_local2)(unw_cursor_t*, unw_context_t*, int);
+  int (*get_reg)(unw_cursor_t*, unw_regnum_t, unw_word_t*);
+  int (*step)(unw_cursor_t*);
+  int (*set_caching_policy)(unw_addr_space_t, unw_caching_policy_t);
+  unw_addr_space_t* local_addr_space;
+};
+// Set once by LoadLibunwind() before any unwinder of this kind exists; read
+// (plain loads) in the handler.
+const LibunwindApi* g_api = nullptr;
+
+#define DLPROF_UNW_NAME2(x) #x
+#define DLPROF_UNW_NAME(x) DLPROF_UNW_NAME2(x)
+
+// dlopen()s libunwind once; nullptr with *error set if it is not there.
+// Not signal-safe (the loader).
+const LibunwindApi* LoadLibunwind(std::string* error) {
+  static std::once_flag once;
+  static LibunwindApi api;
+  static std::string failure;
+  std::call_once(once, [] {
+    void* lib = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) {
+      const char* why = dlerror();
+      failure = std::string("libunwind.so.8 cannot be loaded: ") + (why ? why : "unknown error");
+      return;
+    }
+    bool all = true;
+    auto find = [&](const char* name) {
+      void* sym = dlsym(lib, name);
+      if (sym == nullptr) {
+        all = false;
+        if (failure.empty()) failure = std::string("libunwind.so.8 has no ") + name;
+      }
+      return sym;
+    };
+    api.backtrace = reinterpret_cast<int (*)(void**, int)>(find("unw_backtrace"));
+    api.init_local2 = reinterpret_cast<int (*)(unw_cursor_t*, unw_context_t*, int)>(
+        find(DLPROF_UNW_NAME(unw_init_local2)));
+    api.get_reg = reinterpret_cast<int (*)(unw_cursor_t*, unw_regnum_t, unw_word_t*)>(
+        find(DLPROF_UNW_NAME(unw_get_reg)));
+    api.step = reinterpret_cast<int (*)(unw_cursor_t*)>(find(DLPROF_UNW_NAME(unw_step)));
+    api.set_caching_policy = reinterpret_cast<int (*)(unw_addr_space_t, unw_caching_policy_t)>(
+        find(DLPROF_UNW_NAME(unw_set_caching_policy)));
+    api.local_addr_space =
+        static_cast<unw_addr_space_t*>(find(DLPROF_UNW_NAME(unw_local_addr_space)));
+    if (all) g_api = &api;  // (kept loaded for the life of the process)
+  });
+  if (g_api == nullptr && error != nullptr) *error = failure;
+  return g_api;
+}
 
 // Frames between unw_backtrace() and the interrupted code: our Unwind, the
 // caller's sample function, the stack switch, the signal handler, the kernel's
@@ -71,7 +133,7 @@ class LibunwindUnwinder : public Unwinder {
 
   void PrepareThread() override {
     void* frames[8];
-    unw_backtrace(frames, 8);
+    g_api->backtrace(frames, 8);
     ucontext_t uc;
     if (getcontext(&uc) != 0) return;
     uintptr_t pcs[8];
@@ -85,7 +147,7 @@ class LibunwindUnwinder : public Unwinder {
 #if defined(__x86_64__)
     const uintptr_t pc = ContextPc(uc);
     void* frames[kBufferFrames];
-    const int got = unw_backtrace(frames, std::min(max + kHandlerFrames, kBufferFrames));
+    const int got = g_api->backtrace(frames, std::min(max + kHandlerFrames, kBufferFrames));
     int at = -1;
     for (int i = 1; i < got; ++i) {
       if (reinterpret_cast<uintptr_t>(frames[i]) == pc) {
@@ -135,7 +197,7 @@ class LibunwindUnwinder : public Unwinder {
     // UNW_INIT_SIGNAL_FRAME: the pc is the interrupted instruction itself, not
     // a return address, so its unwind row is looked up at pc, not pc - 1.
     auto* ctx = const_cast<unw_context_t*>(reinterpret_cast<const unw_context_t*>(uc));
-    if (unw_init_local2(&cursor, ctx, UNW_INIT_SIGNAL_FRAME) < 0) {
+    if (g_api->init_local2(&cursor, ctx, UNW_INIT_SIGNAL_FRAME) < 0) {
       if (pc == 0) return 0;
       pcs[0] = pc;
       return 1;
@@ -147,16 +209,16 @@ class LibunwindUnwinder : public Unwinder {
     int n = 0;
     while (n < max) {
       unw_word_t ip = 0;
-      if (unw_get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0) break;
+      if (g_api->get_reg(&cursor, UNW_REG_IP, &ip) < 0 || ip == 0) break;
       if (n > 0 && bounded) {
         unw_word_t caller_sp = 0;
-        if (unw_get_reg(&cursor, UNW_REG_SP, &caller_sp) < 0 || caller_sp < bounds.lo ||
+        if (g_api->get_reg(&cursor, UNW_REG_SP, &caller_sp) < 0 || caller_sp < bounds.lo ||
             caller_sp >= bounds.hi) {
           break;
         }
       }
       pcs[n++] = static_cast<uintptr_t>(ip);
-      if (unw_step(&cursor) <= 0) break;
+      if (g_api->step(&cursor) <= 0) break;
     }
     if (n == 0 && pc != 0) pcs[n++] = pc;
     return n;
@@ -168,7 +230,8 @@ CodeRange g_libunwind_text;
 
 void FindTextOnce() {
   static std::once_flag once;
-  std::call_once(once, [] { g_libunwind_text.FindObjectOf(reinterpret_cast<void*>(&unw_backtrace)); });
+  std::call_once(once,
+                 [] { g_libunwind_text.FindObjectOf(reinterpret_cast<void*>(g_api->backtrace)); });
 }
 
 void SetCachingPolicyOnce() {
@@ -176,12 +239,14 @@ void SetCachingPolicyOnce() {
   // Per-thread caches where libunwind was built with them (the global cache
   // takes a lock with signals blocked on every step); a no-op request on
   // Debian's build.
-  std::call_once(once, [] { unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD); });
+  std::call_once(
+      once, [] { g_api->set_caching_policy(*g_api->local_addr_space, UNW_CACHE_PER_THREAD); });
 }
 
 }  // namespace
 
 bool ProbeLibunwindUnwinder(std::string* note) {
+  if (LoadLibunwind(note) == nullptr) return false;
   *note = "DWARF CFI via libunwind " + std::to_string(UNW_VERSION_MAJOR) + "." +
           std::to_string(UNW_VERSION_MINOR) +
           " (cached fast trace from the live signal frame): walks code without frame pointers";
@@ -193,7 +258,7 @@ bool LibunwindCalledFrom(uintptr_t return_address) {
 }
 
 std::unique_ptr<Unwinder> NewLibunwindUnwinder(std::string* error) {
-  (void)error;
+  if (LoadLibunwind(error) == nullptr) return nullptr;
   FindTextOnce();  // first: libunwind's first call sets up (and opens) its pipe
   SetCachingPolicyOnce();
   return std::make_unique<LibunwindUnwinder>();
