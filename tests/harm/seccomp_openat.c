@@ -7,22 +7,10 @@
  * and exits 0. In errno mode it checks that its own open fails with EPERM. */
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/audit.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
-#include <stddef.h>
 #include <pthread.h>
-#include <sys/prctl.h>
 
 #include "harm.h"
-
-#if defined(__x86_64__)
-#define HARM_AUDIT_ARCH AUDIT_ARCH_X86_64
-#elif defined(__aarch64__)
-#define HARM_AUDIT_ARCH AUDIT_ARCH_AARCH64
-#else
-#error "seccomp_openat: unsupported architecture"
-#endif
+#include "harm_seccomp.h"
 
 #ifndef __NR_open
 #define __NR_open __NR_openat  /* aarch64 has only openat */
@@ -41,20 +29,7 @@ int main(int argc, char** argv) {
   int tsync = argc > 2 && strcmp(argv[2], "tsync") == 0;
   harm_burn_ms(100);
   unsigned action = kill_mode ? SECCOMP_RET_KILL_PROCESS : SECCOMP_RET_ERRNO | EPERM;
-  struct sock_filter filter[] = {
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, HARM_AUDIT_ARCH, 1, 0),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_openat, 1, 0),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_open, 0, 1),
-      BPF_STMT(BPF_RET | BPF_K, action),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-  };
-  struct sock_fprog prog = {(unsigned short)(sizeof(filter) / sizeof(filter[0])), filter};
-  int installed = prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
-                  (tsync ? syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog) == 0
-                         : prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) == 0);
+  int installed = harm_install_deny_filter(__NR_openat, __NR_open, action, tsync) == 0;
   if (!installed) {
     printf("cannot install the filter: %s\n", strerror(errno));
     return 1;
