@@ -13,6 +13,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include <gtest/gtest.h>
 
@@ -619,6 +620,32 @@ TEST(Runtime, LibraryHasNoDynamicInitializers) {
   testing::ProcessResult nm = RunProcess({"/usr/bin/nm", DLPROF_LIB_PATH});
   ASSERT_EQ(nm.exit_code, 0) << nm.err;
   EXPECT_EQ(nm.out.find("_GLOBAL__sub_I"), std::string::npos);
+}
+
+// What libdlprof.so brings into every process: C names only (the API and
+// the libc interposers; core/libdlprof.map keeps the C++ template instances
+// local, which would otherwise bind a C++ program's own), and no library for
+// a backend that is not the one in use (libunwind is dlopen'ed when chosen;
+// zlib is linked in outside the sanitizer builds).
+TEST(Runtime, LibraryExportsOnlyCNamesAndNeedsNoUnwinderLibrary) {
+  testing::ProcessResult nm =
+      RunProcess({"/usr/bin/nm", "-D", "--defined-only", DLPROF_LIB_PATH});
+  ASSERT_EQ(nm.exit_code, 0) << nm.err;
+  int api = 0;
+  std::istringstream lines(nm.out);
+  for (std::string line; std::getline(lines, line);) {
+    const std::string name = line.substr(line.rfind(' ') + 1);
+    EXPECT_NE(name.rfind("_Z", 0), 0u) << "exported C++ symbol: " << name;
+    if (name.rfind("dlprof_", 0) == 0) ++api;
+  }
+  EXPECT_GE(api, 10) << nm.out;
+  testing::ProcessResult dynamic = RunProcess({"/usr/bin/readelf", "-d", DLPROF_LIB_PATH});
+  ASSERT_EQ(dynamic.exit_code, 0) << dynamic.err;
+  EXPECT_EQ(dynamic.out.find("[libunwind"), std::string::npos) << dynamic.out;
+  EXPECT_EQ(dynamic.out.find("[liblzma"), std::string::npos) << dynamic.out;
+  if (!testing::kUnderSanitizer) {
+    EXPECT_EQ(dynamic.out.find("[libz."), std::string::npos) << dynamic.out;
+  }
 }
 
 TEST(Runtime, OutputFolderIsPrivateAndSymlinksAreRefused) {
