@@ -53,14 +53,6 @@ bool WriteAll(int fd, uint64_t offset, const char* p, size_t n) {
   return true;
 }
 
-// A thread's CPU clock by tid (the kernel's encoding of a per-thread
-// CPUCLOCK_SCHED clock), readable from any thread of the process.
-// MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED), in unsigned arithmetic: ~tid is
-// negative, and shifting a negative int left is undefined (UBSan says so).
-clockid_t ThreadCpuClock(pid_t tid) {
-  return static_cast<clockid_t>((~static_cast<unsigned>(tid) << 3) | 6u);
-}
-
 std::string ThreadName(pid_t tid) {
   char path[64];
   snprintf(path, sizeof(path), "/proc/self/task/%d/comm", tid);
@@ -795,6 +787,8 @@ bool Collector::Flush() {
       {"dropped_nothread", g_sampler.dropped_nothread.load(std::memory_order_relaxed)},
       {"events_dropped", events},
       {"handler_ns", handler},
+      // dlprof's own thread: with handler_ns, what profiling cost the process.
+      {"collector_cpu_ns", CollectorCpuNs()},
       {"wall_ticks", wall_ticks_},
       {"py_frames_unreadable", py_codes_.unreadable()},
       // Stacks of blocked threads walked by the collector, those dropped

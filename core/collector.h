@@ -21,6 +21,12 @@
 
 namespace dlprof {
 
+// The CPU time of this process's collector threads so far: the live one and
+// those that ended (a pause restarts it). Defined with the thread, in
+// core/collector_thread.cc; read by the counters (the profile's own cost).
+// Any thread.
+uint64_t CollectorCpuNs();
+
 class Collector {
  public:
   // Creates `name` in the folder `dir_fd` (never overwriting, never following

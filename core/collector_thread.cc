@@ -37,7 +37,15 @@ namespace {
 
 // A futex word: 1 once the collector thread runs its own code.
 std::atomic<uint32_t> g_collector_entered{0};
-std::atomic<pid_t> g_collector_tid{0};
+std::atomic<pid_t> g_collector_tid{0};  // 0 once its loop is left
+// The CPU time of the collector threads that ended.
+std::atomic<uint64_t> g_collector_cpu_retired_ns{0};
+
+int64_t ThreadCpuNs(clockid_t clock) {
+  timespec ts;
+  if (clock_gettime(clock, &ts) != 0) return 0;
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
 
 // True when every thread of the process but the calling one (the collector)
 // has ended: gone, or a zombie (the main thread after pthread_exit).
@@ -284,6 +292,11 @@ void* CollectorMain(void*) {
     pthread_mutex_unlock(&g_collector_mu);
     if (requests & kRequestPause) break;
   }
+  // The tid goes first: a reader (CollectorCpuNs) that sees the new sum
+  // then sees no live thread to add, so nothing is counted twice.
+  const int64_t own_cpu = ThreadCpuNs(CLOCK_THREAD_CPUTIME_ID);
+  g_collector_tid.store(0);
+  g_collector_cpu_retired_ns.fetch_add(static_cast<uint64_t>(own_cpu));
   g_collector_running.store(false);
   g_mailbox.WakeFlushWaiters();  // a waiter need not wait for an answer that cannot come
   return nullptr;
@@ -316,6 +329,17 @@ void NoteUnwinderState(Collector* c) {
   if (std::string state = g_sampler.unwinder->Describe(); !state.empty()) {
     c->SetProcessField("unwinder_state", state);
   }
+}
+
+uint64_t CollectorCpuNs() {
+  const uint64_t retired = g_collector_cpu_retired_ns.load();
+  const pid_t tid = g_collector_tid.load();
+  return retired + static_cast<uint64_t>(tid > 0 ? ThreadCpuNs(ThreadCpuClock(tid)) : 0);
+}
+
+void ForgetParentCollector() {
+  g_collector_tid.store(0);
+  g_collector_cpu_retired_ns.store(0);
 }
 
 bool StartCollectorThread() {

@@ -151,6 +151,12 @@ bool LoaderLockInheritedHeld() {
 
 void MarkLoaderUnusable() { g_loader_unusable.store(true); }
 
+// MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED), in unsigned arithmetic: ~tid is
+// negative, and shifting a negative int left is undefined (UBSan says so).
+clockid_t ThreadCpuClock(pid_t tid) {
+  return static_cast<clockid_t>((~static_cast<unsigned>(tid) << 3) | 6u);
+}
+
 char ThreadState(int tid) {
   char path[64], buf[512];
   snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);

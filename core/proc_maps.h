@@ -4,6 +4,7 @@
 #define DLPROF_CORE_PROC_MAPS_H_
 
 #include <link.h>
+#include <time.h>
 
 #include <cstdint>
 #include <string>
@@ -31,6 +32,11 @@ bool ReadExecutableMappings(std::vector<MapEntry>* out, bool last_chance = false
 // the read; 0 when it cannot be read (the thread is gone). Readable even by
 // a non-dumpable process. Not signal-safe.
 char ThreadState(int tid);
+
+// Thread `tid`'s CPU clock (the kernel's encoding of a per-thread
+// CPUCLOCK_SCHED clock), readable by clock_gettime from any thread of the
+// process.
+clockid_t ThreadCpuClock(pid_t tid);
 
 // Changes whenever an object is loaded or unloaded (dl_iterate_phdr's counters).
 // False when the loader was busy (TryIterateLoadedObjects).

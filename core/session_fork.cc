@@ -86,6 +86,7 @@ void ResetInForkChild() {
   ResetSignalLockInForkChild();
   g_sampler.fork_fence.store(0);
   g_collector_running.store(false);
+  ForgetParentCollector();
   g_mailbox.ResetInForkChild();  // the parent's requests, not ours
   if (!g_state.recording()) return;
   G->sampling_off_recorded = false;

@@ -143,6 +143,9 @@ bool StartCollectorThread();
 // gone; returns whether it was running. PauseCollector without the session
 // check (core/session.h).
 bool StopCollectorThread();
+// A fork child's start: none of the collector CPU time so far is the
+// child's (CollectorCpuNs, core/collector.h).
+void ForgetParentCollector();
 // "sampling is off, and why" into the profile once; a pending worker id; the
 // unwinder's state. Collector lock held.
 void RecordSamplingOff(Collector* c);

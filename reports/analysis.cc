@@ -513,6 +513,10 @@ void AnalyzeProcesses(const Profile& profile, const std::vector<RoleDecision>& r
     ps.end_reason = p.complete ? p.end_reason : "died (no end record)";
     auto h = p.counters.find("handler_ns");
     ps.handler_s = h != p.counters.end() ? h->second / 1e9 : 0;
+    if (auto c = p.counters.find("collector_cpu_ns"); c != p.counters.end()) {
+      ps.collector_s = c->second / 1e9;
+      a->cost.collector_measured = true;
+    }
     ps.hz = p.hz;
     ps.unwinder = p.unwinder;
     ps.timer = p.timer;
@@ -521,6 +525,7 @@ void AnalyzeProcesses(const Profile& profile, const std::vector<RoleDecision>& r
     a->cost.samples += p.samples;
     a->cost.dropped += p.dropped;
     a->cost.handler_s += ps.handler_s;
+    a->cost.collector_s += ps.collector_s;
     a->processes.push_back(ps);
     for (const std::string& w : p.warnings) a->warnings.push_back(w);
     RuntimeNotes(p, a);
@@ -530,6 +535,7 @@ void AnalyzeProcesses(const Profile& profile, const std::vector<RoleDecision>& r
   double cpu = 0;
   for (const ProcessStats& ps : a->processes) cpu += ps.cpu_s;
   a->cost.handler_fraction = cpu > 0 ? a->cost.handler_s / cpu : 0;
+  a->cost.collector_fraction = cpu > 0 ? a->cost.collector_s / cpu : 0;
 }
 
 // `dlprof report` over processes of several runs makes one report of them,

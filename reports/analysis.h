@@ -81,6 +81,7 @@ struct ProcessStats {
   bool complete = false;
   std::string end_reason;
   double handler_s = 0;   // time spent in dlprof's signal handler
+  double collector_s = 0;  // CPU time of dlprof's collector thread
   int hz = 0;
   std::string unwinder, timer;
 };
@@ -143,6 +144,11 @@ struct ProfilerCost {
   uint64_t samples = 0, dropped = 0;
   double handler_s = 0;
   double handler_fraction = 0;  // handler time / profiled CPU time
+  // The collector threads' CPU time (draining, wall ticks, blocked walks,
+  // writing), and over the profiled CPU time, which does not include it.
+  double collector_s = 0;
+  double collector_fraction = 0;
+  bool collector_measured = false;  // some process recorded it
   double distortion = 0;        // from the baseline steps, when measured
   bool distortion_measured = false;
 };

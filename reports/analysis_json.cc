@@ -83,7 +83,8 @@ json AnalysisJson(const Analysis& a) {
                {"cpu_s", Round(p.cpu_s)}, {"wall_s", Round(p.wall_s)},
                {"complete", p.complete}, {"end", p.end_reason},
                {"command", p.command},   {"hz", p.hz},
-               {"unwinder", p.unwinder}, {"timer", p.timer}};
+               {"unwinder", p.unwinder}, {"timer", p.timer},
+               {"handler_s", Round(p.handler_s)}, {"collector_s", Round(p.collector_s)}};
     if (!p.host.empty()) pj["host"] = p.host;
     j["processes"].push_back(pj);
   }
@@ -106,6 +107,9 @@ json AnalysisJson(const Analysis& a) {
                    {"dropped", a.cost.dropped},
                    {"handler_s", Round(a.cost.handler_s)},
                    {"handler_fraction", Round(a.cost.handler_fraction)},
+                   {"collector_s", Round(a.cost.collector_s)},
+                   {"collector_fraction", Round(a.cost.collector_fraction)},
+                   {"collector_measured", a.cost.collector_measured},
                    {"distortion", Round(a.cost.distortion)},
                    {"distortion_measured", a.cost.distortion_measured}};
   j["duration_s"] = Round((a.end_ns - a.start_ns) / 1e9);

@@ -372,6 +372,7 @@ json DataJson(const Profile& p, const Analysis& a) {
                  {"complete", s.complete},
                  {"end", s.end_reason},
                  {"handler_s", Round(s.handler_s)},
+                 {"collector_s", Round(s.collector_s)},
                  {"unwinder", s.unwinder},
                  {"timer", s.timer}});
     }

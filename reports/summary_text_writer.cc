@@ -107,6 +107,10 @@ class SummaryTextWriter : public ReportWriter {
                 static_cast<unsigned long long>(a.cost.samples),
                 static_cast<unsigned long long>(a.cost.dropped), a.cost.handler_s,
                 100 * a.cost.handler_fraction);
+    if (a.cost.collector_measured) {
+      out += Line("  collector thread %.3f s (%.2f%% of profiled CPU time)", a.cost.collector_s,
+                  100 * a.cost.collector_fraction);
+    }
     if (a.cost.distortion_measured) {
       out += Line("  step time profiled / unprofiled baseline - 1 = %+.1f%%", 100 * a.cost.distortion);
     }

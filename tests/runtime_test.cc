@@ -207,6 +207,36 @@ TEST(Runtime, SteadyThreadsAreTickedLessOften) {
   EXPECT_NEAR(total_ms, lifetime_ms, 80);
 }
 
+// The profile's own-cost counter for the collector thread against the
+// kernel's count of it, read by the program itself just before it exits (so
+// the counter, written at the exit, may only add the last flush's work). A
+// fork child counts its own collector only: its parent's had used more than
+// the slack by the fork.
+TEST(Runtime, CollectorCpuCounterMatchesTheKernelsCountOfItsThread) {
+  ProfiledRun run = Profiled({"collectorcpu", "600"}, {{"DLPROF_SNAPSHOT_MS", "1"}});
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.err;
+  long long child_ns = -1, at_fork_ns = -1, parent_ns = -1;
+  const char* out = run.result.out.c_str();
+  const char* child_line = strstr(out, "child_collector_ns=");
+  const char* parent_line = strstr(out, "parent_at_fork_ns=");
+  ASSERT_TRUE(child_line != nullptr && parent_line != nullptr) << out;
+  ASSERT_EQ(sscanf(child_line, "child_collector_ns=%lld", &child_ns), 1) << out;
+  ASSERT_EQ(sscanf(parent_line, "parent_at_fork_ns=%lld parent_collector_ns=%lld", &at_fork_ns,
+                   &parent_ns),
+            2)
+      << out;
+  ASSERT_EQ(run.profile.processes.size(), 2u);
+  constexpr long long kSlackNs = 30000000;  // the exit's last drain and write
+  EXPECT_GT(at_fork_ns, kSlackNs) << "the parent's collector did too little to tell them apart";
+  for (const Process& p : run.profile.processes) {
+    ASSERT_TRUE(p.counters.count("collector_cpu_ns")) << p.file;
+    const long long counted = static_cast<long long>(p.counters.at("collector_cpu_ns"));
+    const long long measured = p.role == "main" ? parent_ns : child_ns;
+    EXPECT_GE(counted, measured) << p.file;
+    EXPECT_LE(counted, measured + kSlackNs) << p.file;
+  }
+}
+
 // The first intern of a stage runs on the program's own thread: allocating
 // there moved the thread's later allocations and made the example's JPEG
 // decoding 20-30% slower with sampling never armed (BENCHMARKS.md).

@@ -2,12 +2,14 @@
 // Usage: rt_workload MODE [args]; see main() for the modes.
 #include <dlprof/dlprof.hpp>
 
+#include <dirent.h>
 #include <errno.h>
 #include <malloc.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/epoll.h>
+#include <sys/syscall.h>
 #include <spawn.h>
 #include <sys/select.h>
 #include <sys/wait.h>
@@ -379,6 +381,70 @@ int Nested() {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
+// The CPU time (schedstat's, in ns) of this process's threads that are not
+// in `own`: the profiler's. Read as the kernel counts it, by the program.
+long long ForeignThreadsCpuNs(const std::vector<pid_t>& own) {
+  long long sum = 0;
+  DIR* d = opendir("/proc/self/task");
+  if (d == nullptr) return -1;
+  while (dirent* e = readdir(d)) {
+    const pid_t tid = static_cast<pid_t>(atoi(e->d_name));
+    if (tid <= 0) continue;
+    bool mine = false;
+    for (pid_t t : own) mine = mine || t == tid;
+    if (mine) continue;
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/self/task/%d/schedstat", tid);
+    if (FILE* f = fopen(path, "re")) {
+      long long ns = 0;
+      if (fscanf(f, "%lld", &ns) == 1) sum += ns;
+      fclose(f);
+    }
+  }
+  closedir(d);
+  return sum;
+}
+
+// Keeps dlprof's collector busy: 16 threads that wake every millisecond (a
+// thread that changes state is asked /proc at each tick), for `ms`; then a
+// fork child that naps 300 ms. Each process prints what its own threads that
+// the program did not start have used, measured last, just before it exits.
+int CollectorCpu(int ms) {
+  std::vector<pid_t> own{static_cast<pid_t>(syscall(SYS_gettid))};
+  std::atomic<int> started{0};
+  std::atomic<bool> stop{false};
+  std::vector<pid_t> tids(16);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 16; ++i) {
+    threads.emplace_back([&, i] {
+      tids[i] = static_cast<pid_t>(syscall(SYS_gettid));
+      started.fetch_add(1);
+      const timespec step{0, 1000000};
+      while (!stop.load()) nanosleep(&step, nullptr);
+    });
+  }
+  while (started.load() < 16) sched_yield();
+  own.insert(own.end(), tids.begin(), tids.end());
+  const timespec run{ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&run, nullptr);
+  const long long at_fork = ForeignThreadsCpuNs(own);
+  const pid_t child = fork();
+  if (child == 0) {
+    const timespec nap{0, 300000000};
+    nanosleep(&nap, nullptr);
+    printf("child_collector_ns=%lld\n",
+           ForeignThreadsCpuNs({static_cast<pid_t>(syscall(SYS_gettid))}));
+    fflush(stdout);
+    exit(0);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  stop.store(true);
+  for (std::thread& t : threads) t.join();
+  printf("parent_at_fork_ns=%lld parent_collector_ns=%lld\n", at_fork, ForeignThreadsCpuNs(own));
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+}
+
 // One thread, steady: `ms` of CPU in stage "spin", then 300 ms asleep in
 // "nap". Prints how long each took in wall time, the ground truth.
 int Steady(int ms) {
@@ -448,6 +514,7 @@ int main(int argc, char** argv) {
   if (mode == "buffers") return Buffers();
   if (mode == "forkbuffers") return ForkBuffers();
   if (mode == "steady") return Steady(n ? n : 1500);
+  if (mode == "collectorcpu") return CollectorCpu(n ? n : 600);
   if (mode == "nomalloc") return NoMalloc();
   if (mode == "steps") return Steps(n ? n : 10);
   if (mode == "stepsfork") return StepsWithForkedWorker(n ? n : 10);
