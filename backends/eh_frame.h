@@ -57,7 +57,11 @@ struct MmapAllocator {
   template <typename U>
   MmapAllocator(const MmapAllocator<U>&) {}
   T* allocate(size_t n) {
-    void* p = mmap(nullptr, n * sizeof(T), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    // Populated at once: each is written whole (a row reservation up to
+    // its FDE estimate), and per-page faults were a third of libtorch_cpu's
+    // decode on a VM (BENCHMARKS.md).
+    void* p = mmap(nullptr, n * sizeof(T), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
     if (p == MAP_FAILED) throw std::bad_alloc();
     return static_cast<T*>(p);
   }
