@@ -79,14 +79,31 @@ void LoadInput(const std::string& path, InputKind kind, const std::string& why,
 void LoadInputs(const std::vector<std::string>& paths, Profile* profile, const FileLimits& limits) {
   std::vector<InputKind> kinds;
   std::vector<std::string> whys(paths.size());
+  // An input reached twice (DLPROF_OUT/* holds each run folder and the
+  // `latest` link to one of them) is read once: read twice, its processes
+  // came out twice, and the report split one run into two hosts.
+  std::vector<bool> repeated(paths.size(), false);
+  std::map<std::pair<dev_t, ino_t>, size_t> seen;
   int runs = 0;
   for (size_t i = 0; i < paths.size(); ++i) {
     kinds.push_back(DetectInput(paths[i], limits, &whys[i]));
+    struct stat st;
+    if (kinds.back() != InputKind::kUnreadable && stat(paths[i].c_str(), &st) == 0) {
+      auto [it, fresh] = seen.emplace(std::make_pair(st.st_dev, st.st_ino), i);
+      if (!fresh) {
+        repeated[i] = true;
+        profile->warnings.push_back(paths[i] + ": the same " +
+                                    (kinds.back() == InputKind::kRunFolder ? "run" : "file") +
+                                    " as " + paths[it->second] + "; read once");
+        continue;
+      }
+    }
     runs += kinds.back() == InputKind::kRunFolder;
   }
   std::map<std::string, int> host_uses;
   std::vector<std::string> unread;
   for (size_t i = 0; i < paths.size(); ++i) {
+    if (repeated[i]) continue;
     const std::string& path = paths[i];
     const size_t first_process = profile->processes.size();
     try {

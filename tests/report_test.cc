@@ -212,6 +212,29 @@ TEST(ReportCommand, SeveralRunsMergeWithAHostLabel) {
   }
 }
 
+// `dlprof report DLPROF_OUT/*` names each run folder and the `latest` link
+// to the last one: that run is read once, and is not two hosts.
+TEST(ReportCommand, ARunReachedTwiceIsReadOnce) {
+  std::string dir = MakeTempDir("dlprof-twice");
+  ProcessResult r = RunProcess({kDlprof, "run", "--no-report", "-o", dir + "/out", "--",
+                                ProgramPath("rt_workload"), "fork", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ProcessResult ls = RunProcess({"/bin/sh", "-c", "ls -d " + dir + "/out/*/"});
+  std::vector<std::string> inputs;
+  std::istringstream lines(ls.out);
+  for (std::string line; std::getline(lines, line);) inputs.push_back(line);
+  ASSERT_EQ(inputs.size(), 2u) << ls.out;  // the run folder and `latest`
+  std::vector<std::string> argv = {kDlprof, "report"};
+  argv.insert(argv.end(), inputs.begin(), inputs.end());
+  argv.insert(argv.end(), {"-o", dir + "/rep"});
+  ProcessResult rep = RunProcess(argv);
+  ASSERT_EQ(rep.exit_code, 0) << rep.err;
+  EXPECT_NE(rep.err.find("read once"), std::string::npos) << rep.err;
+  json j = json::parse(ReadFile(dir + "/rep/summary.json"));
+  EXPECT_EQ(j["processes"].size(), 3u);
+  EXPECT_FALSE(j["processes"][0].contains("host"));
+}
+
 TEST(ReportCommand, CorruptInputGivesAClearMessageAndAPartialReport) {
   std::string dir = MakeTempDir("dlprof-corrupt");
   ProcessResult r = RunProcess({kDlprof, "run", "--no-report", "-o", dir + "/out", "--",
