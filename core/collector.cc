@@ -722,8 +722,11 @@ bool Collector::Flush() {
   uint64_t gen = 0;
   std::vector<MapEntry> maps;
   const bool last = finishing_ && maps_generation_ == UINT64_MAX;
-  if ((LoadedObjectsGeneration(&gen) || last) && gen != maps_generation_ &&
-      ReadExecutableMappings(&maps, last)) {
+  const bool known = LoadedObjectsGeneration(&gen);
+  if (known && gen != maps_generation_ && gen == maps_cache_generation_) {
+    maps_generation_ = gen;
+    AppendChunk(&out, DLPROF_CHUNK_MAPS, maps_cache_);
+  } else if ((known || last) && gen != maps_generation_ && ReadExecutableMappings(&maps, last)) {
     maps_generation_ = gen;
     p.clear();
     PutVarint(&p, maps.size());
@@ -735,6 +738,10 @@ bool Collector::Flush() {
       PutBytes(&p, m.build_id);
     }
     AppendChunk(&out, DLPROF_CHUNK_MAPS, p);
+    if (known) {
+      maps_cache_generation_ = gen;
+      maps_cache_ = p;
+    }
   }
   // Each buffer once, when it is live here: a fork child defines an
   // inherited one only once it uses it (ids are explicit in the chunk).
@@ -858,6 +865,11 @@ void Collector::Finish(int64_t end_ns) {
 void Collector::Abandon() {
   ReleasePrivate(&kept_);
   opened_ = false;
+}
+
+void Collector::InheritMaps(const Collector& parent) {
+  maps_cache_generation_ = parent.maps_cache_generation_;
+  maps_cache_ = parent.maps_cache_;
 }
 
 }  // namespace dlprof

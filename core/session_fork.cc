@@ -90,7 +90,8 @@ void ResetInForkChild() {
   g_mailbox.ResetInForkChild();  // the parent's requests, not ours
   if (!g_state.recording()) return;
   G->sampling_off_recorded = false;
-  if (g_collector != nullptr) g_collector->Abandon();  // the parent's; leaked on purpose
+  Collector* parent_collector = g_collector;  // the parent's; leaked on purpose
+  if (parent_collector != nullptr) parent_collector->Abandon();
   g_collector = nullptr;
   ThreadSlot* self = t_slot;
   for (int i = 0; i < kMaxThreads; ++i) {
@@ -139,6 +140,9 @@ void ResetInForkChild() {
     self->timer = ThreadTimer{};
   }
   g_collector = OpenCollector();
+  if (g_collector != nullptr && parent_collector != nullptr) {
+    g_collector->InheritMaps(*parent_collector);
+  }
   if (g_collector == nullptr) {
     g_sampler.active.store(false);
     g_state.Apply(PhaseEvent::kLost);

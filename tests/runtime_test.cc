@@ -14,6 +14,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
@@ -126,6 +127,45 @@ TEST(Runtime, EveryMappingCarriesItsFilesBuildId) {
   // The program, libdlprof, libc and libstdc++ at least.
   EXPECT_GE(checked, 4);
   EXPECT_TRUE(exe_checked) << "no mapping of " << exe;
+}
+
+// A fork child writes its parent's last maps when it loaded nothing since
+// (it does not read them again), and its own when it did.
+TEST(Runtime, ForkChildrenWriteTheMapsOfTheirOwnAddressSpace) {
+  ProfiledRun run = Profiled({"forkmaps"});
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.err;
+  ASSERT_EQ(run.profile.processes.size(), 3u);
+  using Key = std::tuple<uint64_t, uint64_t, uint64_t, std::string, std::string>;
+  auto keys = [](const Process& p) {
+    std::set<Key> out;
+    for (const Mapping& m : p.mappings) out.insert({m.start, m.limit, m.offset, m.path, m.build_id});
+    return out;
+  };
+  auto has_bz2 = [](const Process& p) {
+    for (const Mapping& m : p.mappings) {
+      if (m.path.find("libbz2") != std::string::npos) return true;
+    }
+    return false;
+  };
+  const Process* parent = nullptr;
+  std::vector<const Process*> children;
+  for (const Process& p : run.profile.processes) {
+    (p.role == "main" ? parent : children.emplace_back()) = &p;
+  }
+  ASSERT_NE(parent, nullptr);
+  ASSERT_EQ(children.size(), 2u);
+  ASSERT_FALSE(parent->mappings.empty());
+  int with_bz2 = 0;
+  for (const Process* c : children) {
+    if (has_bz2(*c)) {
+      ++with_bz2;
+      EXPECT_GT(c->mappings.size(), parent->mappings.size()) << c->file;
+    } else {
+      EXPECT_EQ(keys(*c), keys(*parent)) << c->file;
+    }
+  }
+  EXPECT_EQ(with_bz2, 1);
+  EXPECT_FALSE(has_bz2(*parent));
 }
 
 TEST(Runtime, ThreadCreatedAfterStartIsSampled) {

@@ -3,6 +3,7 @@
 #include <dlprof/dlprof.hpp>
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <malloc.h>
 #include <poll.h>
@@ -405,6 +406,29 @@ long long ForeignThreadsCpuNs(const std::vector<pid_t>& own) {
   return sum;
 }
 
+// Two fork children of a parent whose maps were written (a flush): one
+// that loads nothing, one that loads libbz2 first.
+int ForkMaps() {
+  { DLPROF_STAGE("main_work"); Burn(100000000); }
+  dlprof_flush(2000);
+  pid_t kids[2];
+  for (int k = 0; k < 2; ++k) {
+    kids[k] = fork();
+    if (kids[k] == 0) {
+      if (k == 1 && dlopen("libbz2.so.1.0", RTLD_NOW | RTLD_LOCAL) == nullptr) _exit(3);
+      { DLPROF_STAGE("work"); Burn(50000000); }
+      exit(0);
+    }
+  }
+  int failures = 0;
+  for (pid_t p : kids) {
+    int status = 0;
+    waitpid(p, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failures;
+  }
+  return failures ? 1 : 0;
+}
+
 // Keeps dlprof's collector busy: 16 threads that wake every millisecond (a
 // thread that changes state is asked /proc at each tick), for `ms`; then a
 // fork child that naps 300 ms. Each process prints what its own threads that
@@ -514,6 +538,7 @@ int main(int argc, char** argv) {
   if (mode == "buffers") return Buffers();
   if (mode == "forkbuffers") return ForkBuffers();
   if (mode == "steady") return Steady(n ? n : 1500);
+  if (mode == "forkmaps") return ForkMaps();
   if (mode == "collectorcpu") return CollectorCpu(n ? n : 600);
   if (mode == "nomalloc") return NoMalloc();
   if (mode == "steps") return Steps(n ? n : 10);
