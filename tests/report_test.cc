@@ -212,13 +212,18 @@ TEST(ReportCommand, SeveralRunsMergeWithAHostLabel) {
   }
 }
 
+// `dlprof run` of a parent and two fork workers into `out`, not reported.
+void RecordForkRun(const std::string& out) {
+  ProcessResult r = RunProcess({kDlprof, "run", "--no-report", "-o", out, "--",
+                                ProgramPath("rt_workload"), "fork", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+}
+
 // `dlprof report DLPROF_OUT/*` names each run folder and the `latest` link
 // to the last one: that run is read once, and is not two hosts.
 TEST(ReportCommand, ARunReachedTwiceIsReadOnce) {
   std::string dir = MakeTempDir("dlprof-twice");
-  ProcessResult r = RunProcess({kDlprof, "run", "--no-report", "-o", dir + "/out", "--",
-                                ProgramPath("rt_workload"), "fork", "2"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_NO_FATAL_FAILURE(RecordForkRun(dir + "/out"));
   ProcessResult ls = RunProcess({"/bin/sh", "-c", "ls -d " + dir + "/out/*/"});
   std::vector<std::string> inputs;
   std::istringstream lines(ls.out);
@@ -237,9 +242,7 @@ TEST(ReportCommand, ARunReachedTwiceIsReadOnce) {
 
 TEST(ReportCommand, CorruptInputGivesAClearMessageAndAPartialReport) {
   std::string dir = MakeTempDir("dlprof-corrupt");
-  ProcessResult r = RunProcess({kDlprof, "run", "--no-report", "-o", dir + "/out", "--",
-                                ProgramPath("rt_workload"), "fork", "2"});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_NO_FATAL_FAILURE(RecordForkRun(dir + "/out"));
   // Cut one worker's file in half.
   ProcessResult ls = RunProcess({"/bin/sh", "-c", "ls " + dir + "/out/latest/worker-*.dlprof | head -1"});
   std::string victim = ls.out.substr(0, ls.out.find('\n'));

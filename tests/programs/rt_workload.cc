@@ -83,6 +83,17 @@ int Mix(int total_ms, bool jitter = false) {
 }
 
 // N forked workers burn CPU in stage "work"; even ones name themselves.
+// Waits for every child: 0 when all exited with status 0, else 1.
+int WaitAll(const std::vector<pid_t>& pids) {
+  int failures = 0;
+  for (pid_t p : pids) {
+    int status = 0;
+    waitpid(p, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failures;
+  }
+  return failures ? 1 : 0;
+}
+
 int Fork(int workers) {
   std::vector<pid_t> pids;
   for (int i = 0; i < workers; ++i) {
@@ -95,13 +106,7 @@ int Fork(int workers) {
     pids.push_back(pid);
   }
   { DLPROF_STAGE("main_work"); Burn(200000000); }
-  int failures = 0;
-  for (pid_t p : pids) {
-    int status = 0;
-    waitpid(p, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failures;
-  }
-  return failures ? 1 : 0;
+  return WaitAll(pids);
 }
 
 // Workers that leave without exit(): one by _exit() (as Python's
@@ -411,22 +416,17 @@ long long ForeignThreadsCpuNs(const std::vector<pid_t>& own) {
 int ForkMaps() {
   { DLPROF_STAGE("main_work"); Burn(100000000); }
   dlprof_flush(2000);
-  pid_t kids[2];
+  std::vector<pid_t> kids;
   for (int k = 0; k < 2; ++k) {
-    kids[k] = fork();
-    if (kids[k] == 0) {
+    const pid_t pid = fork();
+    if (pid == 0) {
       if (k == 1 && dlopen("libbz2.so.1.0", RTLD_NOW | RTLD_LOCAL) == nullptr) _exit(3);
       { DLPROF_STAGE("work"); Burn(50000000); }
       exit(0);
     }
+    kids.push_back(pid);
   }
-  int failures = 0;
-  for (pid_t p : kids) {
-    int status = 0;
-    waitpid(p, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failures;
-  }
-  return failures ? 1 : 0;
+  return WaitAll(kids);
 }
 
 // Keeps dlprof's collector busy: 16 threads that wake every millisecond (a
