@@ -37,7 +37,10 @@ namespace {
 
 // A futex word: 1 once the collector thread runs its own code.
 std::atomic<uint32_t> g_collector_entered{0};
-std::atomic<pid_t> g_collector_tid{0};  // 0 once its loop is left
+std::atomic<pid_t> g_collector_tid{0};  // kept after its loop: StopCollectorThread waits for it
+// The live collector thread whose CPU clock CollectorCpuNs adds; 0 once its
+// loop is left (its time is in the sum then).
+std::atomic<pid_t> g_collector_cpu_tid{0};
 // The CPU time of the collector threads that ended.
 std::atomic<uint64_t> g_collector_cpu_retired_ns{0};
 
@@ -172,6 +175,7 @@ void* CollectorMain(void*) {
   ClearStaleStackShadow();
 #endif
   g_collector_tid.store(CurrentTid(), std::memory_order_relaxed);
+  g_collector_cpu_tid.store(CurrentTid());
   g_collector_entered.store(1, std::memory_order_release);
   syscall(SYS_futex, &g_collector_entered, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
   sigset_t all;
@@ -295,7 +299,7 @@ void* CollectorMain(void*) {
   // The tid goes first: a reader (CollectorCpuNs) that sees the new sum
   // then sees no live thread to add, so nothing is counted twice.
   const int64_t own_cpu = ThreadCpuNs(CLOCK_THREAD_CPUTIME_ID);
-  g_collector_tid.store(0);
+  g_collector_cpu_tid.store(0);
   g_collector_cpu_retired_ns.fetch_add(static_cast<uint64_t>(own_cpu));
   g_collector_running.store(false);
   g_mailbox.WakeFlushWaiters();  // a waiter need not wait for an answer that cannot come
@@ -333,12 +337,12 @@ void NoteUnwinderState(Collector* c) {
 
 uint64_t CollectorCpuNs() {
   const uint64_t retired = g_collector_cpu_retired_ns.load();
-  const pid_t tid = g_collector_tid.load();
+  const pid_t tid = g_collector_cpu_tid.load();
   return retired + static_cast<uint64_t>(tid > 0 ? ThreadCpuNs(ThreadCpuClock(tid)) : 0);
 }
 
 void ForgetParentCollector() {
-  g_collector_tid.store(0);
+  g_collector_cpu_tid.store(0);
   g_collector_cpu_retired_ns.store(0);
 }
 
