@@ -12,8 +12,6 @@
 #include <cstdio>
 #include <cstring>
 
-#include "backends/private_fd.h"
-
 namespace dlprof {
 namespace {
 
@@ -61,16 +59,10 @@ bool Usable(const CfiRowKey& key) {
   return g_folder[0] != '\0' && !key.build_id.empty() && key.build_id.size() <= kMaxBuildId;
 }
 
-// The program owns the fd table: it may close every descriptor above 2 and
-// reuse the number for a file of its own meanwhile (backends/private_fd.h).
-// So the descriptor is kept high and checked before each piece of 1 MiB.
-constexpr size_t kPiece = size_t{1} << 20;
-
-bool ReadAll(const PrivateFd& fd, void* to, size_t n) {
+bool ReadAll(int fd, void* to, size_t n) {
   auto* p = static_cast<unsigned char*>(to);
   while (n > 0) {
-    if (!StillPrivate(fd)) return false;
-    const ssize_t r = read(fd.fd, p, n < kPiece ? n : kPiece);
+    const ssize_t r = read(fd, p, n);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) return false;
     p += r;
@@ -79,11 +71,10 @@ bool ReadAll(const PrivateFd& fd, void* to, size_t n) {
   return true;
 }
 
-bool WriteAll(const PrivateFd& fd, const void* from, size_t n) {
+bool WriteAll(int fd, const void* from, size_t n) {
   const auto* p = static_cast<const unsigned char*>(from);
   while (n > 0) {
-    if (!StillPrivate(fd)) return false;
-    const ssize_t w = write(fd.fd, p, n < kPiece ? n : kPiece);
+    const ssize_t w = write(fd, p, n);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) return false;
     p += w;
@@ -132,15 +123,14 @@ void CfiSetRowCacheFolder(const std::string& folder) {
 
 bool CfiRowCacheLoad(const CfiRowKey& key, CfiCachedTable* out) {
   if (!Usable(key)) return false;
-  PrivateFd fd =
-      KeepPrivate(open(FileName(key).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
-  if (!fd.valid()) return false;  // not cached yet
+  const int fd = open(FileName(key).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return false;  // not cached yet
   struct stat st;
-  const bool regular = fstat(fd.fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+  const bool regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
                        st.st_size >= static_cast<off_t>(sizeof(Trailer)) &&
                        static_cast<uint64_t>(st.st_size) <= kMaxFileBytes;
   if (!regular) {
-    ReleasePrivate(&fd);
+    close(fd);
     g_rejected.fetch_add(1, std::memory_order_relaxed);
     return false;
   }
@@ -150,11 +140,11 @@ bool CfiRowCacheLoad(const CfiRowKey& key, CfiCachedTable* out) {
   void* pages = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
   if (pages == MAP_FAILED) {
-    ReleasePrivate(&fd);
+    close(fd);
     return false;
   }
   const bool read_whole = ReadAll(fd, pages, bytes);
-  ReleasePrivate(&fd);
+  close(fd);
   Trailer t;
   if (read_whole) {
     memcpy(&t, static_cast<unsigned char*>(pages) + bytes - sizeof(Trailer), sizeof(t));
@@ -200,13 +190,12 @@ void CfiRowCacheStore(const CfiRowKey& key, const CfiRow* rows, uint32_t row_cou
   snprintf(suffix, sizeof(suffix), "/.tmp-%d-%llu", static_cast<int>(getpid()),
            static_cast<unsigned long long>(g_temp_seq.fetch_add(1)));
   const std::string temp = std::string(g_folder) + suffix;
-  PrivateFd fd =
-      KeepPrivate(open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (!fd.valid()) return;
+  const int fd = open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return;
   const bool written = WriteAll(fd, rows, row_bytes) && WriteAll(fd, index, index_bytes) &&
-                       WriteAll(fd, &t, sizeof(t)) && StillPrivate(fd);
-  ReleasePrivate(&fd);
-  if (!written || rename(temp.c_str(), FileName(key).c_str()) != 0) {
+                       WriteAll(fd, &t, sizeof(t));
+  const bool closed = close(fd) == 0;
+  if (!written || !closed || rename(temp.c_str(), FileName(key).c_str()) != 0) {
     unlink(temp.c_str());
     return;
   }
