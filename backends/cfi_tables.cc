@@ -16,7 +16,6 @@
 #include <new>
 #include <vector>
 
-#include "backends/cfi_row_cache.h"
 #include "backends/own_memory.h"
 
 namespace dlprof {
@@ -90,7 +89,6 @@ struct Record {
   uintptr_t bias = 0;
   uintptr_t lo = 0, hi = 0;
   EhFrameSource source;
-  std::string build_id;  // raw; the row cache's key (backends/cfi_row_cache.h)
   const CfiRow* rows = nullptr;
   const uint32_t* index = nullptr;  // in the same mapping, after the rows
   uint32_t row_count = 0;
@@ -140,7 +138,6 @@ struct Scanned {
   std::string name;
   uintptr_t bias, lo, hi;
   EhFrameSource source;
-  std::string build_id;
 };
 
 // How the loaded objects are walked (CfiSetObjectIterator).
@@ -159,7 +156,6 @@ bool Describe(const dl_phdr_info* info, Scanned* out) {
   out->lo = found.text_lo;
   out->hi = found.text_hi;
   out->source = found.source;
-  out->build_id = LoadedBuildId(info);
   return true;
 }
 
@@ -227,20 +223,6 @@ bool CopyObjectMemory(uintptr_t lo, uintptr_t hi, ByteVector* out) {
   return CopyOwnMemory(out->data(), lo, out->size()) == out->size();
 }
 
-// The collector changes the tables under this lock, and fork() takes it
-// (pthread_atfork): a child never inherits them half changed (a records
-// vector mid-reallocation). It is held for the bookkeeping only, never
-// while decoding or calling into the loader.
-pthread_mutex_t g_commit_mu = PTHREAD_MUTEX_INITIALIZER;
-
-class CommitLock {
- public:
-  CommitLock() { pthread_mutex_lock(&g_commit_mu); }
-  ~CommitLock() { pthread_mutex_unlock(&g_commit_mu); }
-  CommitLock(const CommitLock&) = delete;
-  CommitLock& operator=(const CommitLock&) = delete;
-};
-
 // One object's rows, decoded (Decode) and then put in its record under the
 // commit lock (Apply).
 struct Decoded {
@@ -264,30 +246,6 @@ Decoded Decode(const Record& record) {
   }
   if (presence == Presence::kGone) return out;
   const int64_t start = NowNs();
-  CfiRowKey key;
-  key.build_id = r->build_id;
-  key.text_offset = r->lo - r->bias;
-  key.header_offset =
-      (r->source.eh_frame_hdr != 0 ? r->source.eh_frame_hdr : r->source.eh_frame) - r->bias;
-  {
-    // Under the commit lock, which fork() takes: the cache file's
-    // descriptor, open for the call, must not reach a fork child.
-    CommitLock lock;
-    CfiCachedTable cached;
-    if (CfiRowCacheLoad(key, &cached)) {
-      if (cached.row_count <= kMaxRowsPerObject) {
-        out.rows = cached.rows;
-        out.index = cached.index;
-        out.row_count = cached.row_count;
-        out.index_count = cached.index_count;
-        out.mapped = cached.mapped;
-        g_stat_decode_ns.fetch_add(static_cast<uint64_t>(NowNs() - start),
-                                   std::memory_order_relaxed);
-        return out;
-      }
-      munmap(const_cast<CfiRow*>(cached.rows), cached.mapped);
-    }
-  }
   // From the header, or from .eh_frame when it comes first (gold puts it
   // before the header; GNU ld and lld after), to the end of its run of
   // segments: the text before them is not read.
@@ -337,11 +295,6 @@ Decoded Decode(const Record& record) {
         index[g] = row;
       }
       mprotect(pages, mapped, PROT_READ);
-      {
-        CommitLock lock;  // as for the load above
-        CfiRowCacheStore(key, static_cast<const CfiRow*>(pages), static_cast<uint32_t>(rows.size()),
-                         index, granules);
-      }
       out.rows = static_cast<const CfiRow*>(pages);
       out.index = reinterpret_cast<const uint32_t*>(static_cast<const unsigned char*>(pages) +
                                                     rows.size() * sizeof(CfiRow));
@@ -367,6 +320,20 @@ void Apply(const Decoded& d, Record* r) {
   g_stat_rows.fetch_add(d.row_count, std::memory_order_relaxed);
   g_stat_bytes.fetch_add(d.mapped, std::memory_order_relaxed);
 }
+
+// The collector changes the tables under this lock, and fork() takes it
+// (pthread_atfork): a child never inherits them half changed (a records
+// vector mid-reallocation). It is held for the bookkeeping only, never
+// while decoding or calling into the loader.
+pthread_mutex_t g_commit_mu = PTHREAD_MUTEX_INITIALIZER;
+
+class CommitLock {
+ public:
+  CommitLock() { pthread_mutex_lock(&g_commit_mu); }
+  ~CommitLock() { pthread_mutex_unlock(&g_commit_mu); }
+  CommitLock(const CommitLock&) = delete;
+  CommitLock& operator=(const CommitLock&) = delete;
+};
 
 void RegisterForkHandlersOnce() {
   static std::once_flag once;
@@ -538,7 +505,6 @@ void MaintainOnce() {
         r.lo = s.lo;
         r.hi = s.hi;
         r.source = s.source;
-        r.build_id = std::move(s.build_id);
         if (free_id < t->records.size()) {
           t->records[free_id] = std::move(r);
           seen[free_id] = true;
@@ -633,10 +599,6 @@ CfiStats CfiTableStats() {
   s.decode_ns = g_stat_decode_ns.load(std::memory_order_relaxed);
   s.misses = g_misses.load(std::memory_order_relaxed);
   s.skipped_fdes = g_stat_skipped.load(std::memory_order_relaxed);
-  const CfiRowCacheStats cache = CfiRowCacheTableStats();
-  s.cache_loaded = cache.loaded;
-  s.cache_stored = cache.stored;
-  s.cache_rejected = cache.rejected;
   return s;
 }
 
@@ -645,9 +607,7 @@ std::string DescribeCfiStats(const CfiStats& s) {
          std::to_string(s.rows) + " rows (" + std::to_string(s.bytes >> 10) + " KiB) in " +
          std::to_string(s.decode_ns / 1000000) + " ms; " + std::to_string(s.misses) +
          " frames before their object's rows; " + std::to_string(s.skipped_fdes) +
-         " FDEs skipped; row cache: " +
-         std::to_string(s.cache_loaded) + " tables read, " + std::to_string(s.cache_stored) +
-         " stored, " + std::to_string(s.cache_rejected) + " rejected";
+         " FDEs skipped";
 }
 
 }  // namespace dlprof

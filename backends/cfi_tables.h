@@ -121,9 +121,6 @@ struct CfiStats {
   uint64_t decode_ns = 0; // collector time spent decoding, all objects
   uint64_t misses = 0;    // frames walked by frame pointer: their object had no rows yet
   long skipped_fdes = 0;  // corrupt or unfollowable FDEs
-  // The row cache shared with other processes (backends/cfi_row_cache.h):
-  // tables read from it instead of decoded, written to it, files refused.
-  uint64_t cache_loaded = 0, cache_stored = 0, cache_rejected = 0;
 };
 // Not signal-safe (reads the collector's counters; approximate while it runs).
 CfiStats CfiTableStats();

@@ -654,25 +654,4 @@ bool FindLoadedEhFrame(const dl_phdr_info* info, LoadedEhFrame* out) {
   return true;
 }
 
-std::string LoadedBuildId(const dl_phdr_info* info) {
-  for (int i = 0; i < info->dlpi_phnum; ++i) {
-    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-    if (ph.p_type != PT_NOTE) continue;
-    const char* p = reinterpret_cast<const char*>(info->dlpi_addr + ph.p_vaddr);
-    const char* end = p + ph.p_memsz;
-    while (p + sizeof(ElfW(Nhdr)) <= end) {
-      const auto* nh = reinterpret_cast<const ElfW(Nhdr)*>(p);
-      const char* name = p + sizeof(ElfW(Nhdr));
-      const char* desc = name + ((nh->n_namesz + 3) & ~3u);
-      const char* next = desc + ((nh->n_descsz + 3) & ~3u);
-      if (next > end) break;
-      if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 && memcmp(name, "GNU", 4) == 0) {
-        return std::string(desc, nh->n_descsz);
-      }
-      p = next;
-    }
-  }
-  return {};
-}
-
 }  // namespace dlprof

@@ -101,11 +101,6 @@ struct LoadedEhFrame {
 };
 bool FindLoadedEhFrame(const dl_phdr_info* info, LoadedEhFrame* out);
 
-// The object's GNU build-id (raw bytes) from its PT_NOTE segments in
-// memory, "" if it has none. Call inside dl_iterate_phdr (the object stays
-// loaded); not signal-safe.
-std::string LoadedBuildId(const dl_phdr_info* info);
-
 // Where .eh_frame starts, from the header's eh_frame_ptr; 0 if unreadable.
 // GNU ld and lld put it after .eh_frame_hdr, gold before.
 uintptr_t EhFrameStart(const EhFrameSource& source);

@@ -21,7 +21,6 @@
 #include <new>
 #include <string>
 
-#include "backends/cfi_row_cache.h"
 #include "backends/cfi_tables.h"
 #include "core/exit_exec.h"
 #include "core/proc_maps.h"
@@ -211,9 +210,6 @@ void StartSession() {
   if (!OpenRunFolder(&is_main)) return;
   FindLoaderLock();
   CfiSetObjectIterator(TryIterateLoadedObjects);
-  // Decoded unwind tables kept for the run's other processes and the next
-  // runs (backends/cfi_row_cache.h), beside the runs in DLPROF_OUT.
-  CfiSetRowCacheFolder(G->config.out_dir + "/.cfi-cache");
   G->role = is_main ? "main" : "worker";
   g_session_detailed = G->config.mode == Mode::kDetailed;
   if (G->config.baseline_steps > 0) {

@@ -410,69 +410,6 @@ TEST(CfiHostile, ExecutableWithoutEhFrameHdrStacksReachTheirCallers) {
   EXPECT_GE(share.fraction(), 0.9) << share.str() << " in cfi_nohdr_leaf reach cfi_nohdr_middle";
 }
 
-// ---- the row cache (backends/cfi_row_cache.h) ----
-
-// Runs `argv` profiled into DLPROF_OUT `out`, where earlier runs may have
-// left tables, and reads that run back.
-ProfiledRun ProfiledInto(const std::string& out, const std::vector<std::string>& argv) {
-  ProfiledRun r;
-  r.out = out + "/latest";
-  r.result = RunProcess(argv, ProfiledEnv(out), 60);
-  std::string error;
-  r.files = ListRunFiles(r.out, &error);
-  if (!error.empty()) r.errors.push_back(error);
-  ReadDlprofFiles(r.files, &r.profile, &r.errors);
-  return r;
-}
-
-// The first run into a DLPROF_OUT decodes and stores its tables; the next
-// reads them instead of decoding, and its stacks reach their callers as the
-// decoded ones did. A cached table whose rows are out of order is refused,
-// decoded again and stored again.
-TEST(CfiHostile, TablesFromTheRowCacheWalkAsDecodedOnesAndABadOneIsDecodedAgain) {
-  if (kSanitized) GTEST_SKIP() << "sample counts are not checked under sanitizers";
-  const std::string out = MakeTempDir("dlprof-cfi-cache") + "/out";
-  const std::vector<std::string> program = {ProgramPath("cfi_no_eh_frame_hdr")};
-  auto reaching = [](ProfiledRun* run) {
-    return StacksReaching(run, LeafFunctionIs("cfi_nohdr_leaf"), "cfi_nohdr_middle");
-  };
-  ProfiledRun first = ProfiledInto(out, program);
-  ASSERT_EQ(first.result.exit_code, 0) << Show(first.result);
-  EXPECT_EQ(StateNumber(first.profile, "tables read"), 0);
-  EXPECT_GE(StateNumber(first.profile, "stored"), 1);
-  const Share decoded = reaching(&first);
-  EXPECT_GE(decoded.fraction(), 0.9) << decoded.str();
-
-  ProfiledRun second = ProfiledInto(out, program);
-  ASSERT_EQ(second.result.exit_code, 0) << Show(second.result);
-  EXPECT_GE(StateNumber(second.profile, "tables read"), 1);
-  EXPECT_EQ(StateNumber(second.profile, "rejected"), 0);
-  const Share cached = reaching(&second);
-  EXPECT_GT(cached.of, 100);
-  EXPECT_GE(cached.fraction(), 0.9) << cached.str() << " with tables from the cache";
-
-  // Row 1's pc below row 0's, in every cached table.
-  const ProcessResult files = RunProcess({"/bin/sh", "-c", "ls " + out + "/.cfi-cache/cfi-*.rows"});
-  std::istringstream names(files.out);
-  int damaged = 0;
-  for (std::string name; std::getline(names, name);) {
-    FILE* f = fopen(name.c_str(), "r+b");
-    ASSERT_NE(f, nullptr) << name;
-    const uint32_t zero = 0;
-    ASSERT_EQ(fseek(f, 12, SEEK_SET), 0);
-    ASSERT_EQ(fwrite(&zero, sizeof(zero), 1, f), 1u);
-    fclose(f);
-    ++damaged;
-  }
-  ASSERT_GT(damaged, 0) << files.out;
-  ProfiledRun third = ProfiledInto(out, program);
-  ASSERT_EQ(third.result.exit_code, 0) << Show(third.result);
-  EXPECT_GE(StateNumber(third.profile, "rejected"), 1);
-  EXPECT_GE(StateNumber(third.profile, "stored"), 1);
-  const Share redecoded = reaching(&third);
-  EXPECT_GE(redecoded.fraction(), 0.9) << redecoded.str() << " after a bad cached table";
-}
-
 // gold puts .eh_frame before .eh_frame_hdr; the decoder copied from the
 // header on (to skip the text before it), so every FDE of such an object
 // was out of reach: "14 FDEs skipped", no rows, and its frames walked by
