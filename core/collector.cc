@@ -126,12 +126,6 @@ SyscallRead ReadSyscall(pid_t tid) {
   return out;
 }
 
-int64_t ThreadCpuNs(pid_t tid) {
-  timespec ts;
-  if (clock_gettime(ThreadCpuClock(tid), &ts) != 0) return -1;
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
 // The most of a blocked thread's stack copied for its walk, from its stack
 // pointer up: deeper frames are not walked.
 constexpr size_t kBlockedStackCopyBytes = 256 << 10;

@@ -44,12 +44,6 @@ std::atomic<pid_t> g_collector_cpu_tid{0};
 // The CPU time of the collector threads that ended.
 std::atomic<uint64_t> g_collector_cpu_retired_ns{0};
 
-int64_t ThreadCpuNs(clockid_t clock) {
-  timespec ts;
-  if (clock_gettime(clock, &ts) != 0) return 0;
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
 // True when every thread of the process but the calling one (the collector)
 // has ended: gone, or a zombie (the main thread after pthread_exit).
 bool NoProgramThreadLeft() {
@@ -298,7 +292,7 @@ void* CollectorMain(void*) {
   }
   // The tid goes first: a reader (CollectorCpuNs) that sees the new sum
   // then sees no live thread to add, so nothing is counted twice.
-  const int64_t own_cpu = ThreadCpuNs(CLOCK_THREAD_CPUTIME_ID);
+  const int64_t own_cpu = std::max<int64_t>(ThreadCpuNs(CurrentTid()), 0);
   g_collector_cpu_tid.store(0);
   g_collector_cpu_retired_ns.fetch_add(static_cast<uint64_t>(own_cpu));
   g_collector_running.store(false);
@@ -338,7 +332,7 @@ void NoteUnwinderState(Collector* c) {
 uint64_t CollectorCpuNs() {
   const uint64_t retired = g_collector_cpu_retired_ns.load();
   const pid_t tid = g_collector_cpu_tid.load();
-  return retired + static_cast<uint64_t>(tid > 0 ? ThreadCpuNs(ThreadCpuClock(tid)) : 0);
+  return retired + static_cast<uint64_t>(tid > 0 ? std::max<int64_t>(ThreadCpuNs(tid), 0) : 0);
 }
 
 void ForgetParentCollector() {

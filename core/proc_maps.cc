@@ -157,6 +157,12 @@ clockid_t ThreadCpuClock(pid_t tid) {
   return static_cast<clockid_t>((~static_cast<unsigned>(tid) << 3) | 6u);
 }
 
+int64_t ThreadCpuNs(pid_t tid) {
+  timespec ts;
+  if (clock_gettime(ThreadCpuClock(tid), &ts) != 0) return -1;
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
 char ThreadState(int tid) {
   char path[64], buf[512];
   snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);

@@ -37,6 +37,8 @@ char ThreadState(int tid);
 // CPUCLOCK_SCHED clock), readable by clock_gettime from any thread of the
 // process.
 clockid_t ThreadCpuClock(pid_t tid);
+// That clock's time in ns, -1 when the thread is gone. Not signal-safe.
+int64_t ThreadCpuNs(pid_t tid);
 
 // Changes whenever an object is loaded or unloaded (dl_iterate_phdr's counters).
 // False when the loader was busy (TryIterateLoadedObjects).
