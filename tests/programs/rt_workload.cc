@@ -82,7 +82,6 @@ int Mix(int total_ms, bool jitter = false) {
   return 0;
 }
 
-// N forked workers burn CPU in stage "work"; even ones name themselves.
 // Waits for every child: 0 when all exited with status 0, else 1.
 int WaitAll(const std::vector<pid_t>& pids) {
   int failures = 0;
@@ -94,6 +93,7 @@ int WaitAll(const std::vector<pid_t>& pids) {
   return failures ? 1 : 0;
 }
 
+// N forked workers burn CPU in stage "work"; even ones name themselves.
 int Fork(int workers) {
   std::vector<pid_t> pids;
   for (int i = 0; i < workers; ++i) {
