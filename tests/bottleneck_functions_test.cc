@@ -126,6 +126,21 @@ TEST(BottleneckFunctions, OfTheTrunkOnlyTheInnermostIsKept) {
   EXPECT_EQ(Names(fs), (std::vector<std::string>{"ImagingRotate", "Storage.read"}));
 }
 
+// 10% of the stacks cut short under __getitem__ (their outer frames lost):
+// the trunk is what the whole stacks share, found at 90% as at 100%.
+TEST(BottleneckFunctions, StacksCutShortDoNotHideTheTrunk) {
+  Builder b;
+  const Fn train{"train", "/data/train.py", "", true, 149, 150};
+  b.Cpu(0, "fetch", {kRotate, kAugment, kGetItem, train}, 500);
+  b.Cpu(0, "fetch", {kAugment, kGetItem, train}, 200);
+  b.Cpu(0, "fetch", {kDecode, kGetItem, train}, 198);
+  b.Cpu(0, "fetch", {kAugment}, 102);  // cut: no __getitem__, no train
+  const auto fs = BottleneckFunctions(b.profile(), kRoles, "fetch", "main", "cpu", 5);
+  ASSERT_FALSE(fs.empty());
+  EXPECT_EQ(fs[0].name, "augment_image") << ::testing::PrintToString(Names(fs));
+  for (const CulpritFunction& f : fs) EXPECT_NE(f.name, "train");
+}
+
 TEST(BottleneckFunctions, TheTrunkGoesDownIntoACalleeHoldingMostOfItsTimeButNotALibrarysChain) {
   Builder b;
   // __getitem__ on every stack (the trunk); augment_image 83% of it, and
