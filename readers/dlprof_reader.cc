@@ -583,6 +583,11 @@ void FileDecoder::Finish() {
     s.time_ns = r.time;
     s.count = r.weight;
     s.cpu_ns = ClampedProduct(r.weight, period);
+    // Periods, not records: a sample taken after periods in the kernel
+    // stands for them too, and the flame graph, stacks.folded and pprof
+    // count it so (the pprof and gperftools readers sum counts likewise).
+    pr.samples = AddCount(pr.samples, r.weight);
+    ++pr.records;
     p_->samples.push_back(s);
     last = std::max(last, r.time);
   }
@@ -598,7 +603,6 @@ void FileDecoder::Finish() {
                             }),
              iv.end());
   }
-  pr.samples = raw_.size();
   auto counter = [&](const char* k) {
     auto it = pr.counters.find(k);
     return it != pr.counters.end() ? it->second : 0;

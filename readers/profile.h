@@ -34,7 +34,8 @@ struct Process {
   int hz = 0;
   std::string mode, unwinder, timer;
   std::vector<Mapping> mappings;
-  uint64_t samples = 0;            // CPU samples read
+  uint64_t samples = 0;            // CPU samples read, in periods (a record's weight)
+  uint64_t records = 0;            // sample records read (.dlprof): one per signal taken
   uint64_t dropped = 0;            // samples the process could not store
   bool complete = false;           // the file ended cleanly (process exited normally)
   std::vector<std::string> warnings;  // corruption, truncation: "file: offset N: what"

@@ -264,16 +264,14 @@ void AnalyzeStages(const Profile& profile, const std::vector<RoleDecision>& role
     bool has_wall = false;
   };
   std::vector<Acc> acc(profile.stages.size());
-  // CPU time per stage comes from the CPU samples when there are any: each
-  // is taken at the exact instant, with the exact stage stack. A wall tick's
-  // CPU delta covers the whole tick, whatever stage the thread was in then.
-  bool cpu_samples = false;
-  for (const Sample& s : profile.samples) {
-    if (s.kind == SampleKind::kCpu) {
-      cpu_samples = true;
-      break;
-    }
-  }
+  // A stage's row (self CPU, self wall, blocked and waiting for a core) has
+  // one source where there are wall records: the threads' own clocks, read
+  // at each wall tick, so its parts add up to its wall time. The CPU samples
+  // are a second, independent measure of the same CPU time (their count,
+  // `self_samples`, is the flame graph's and pprof's): a row that took CPU
+  // from them and wall from the ticks said "self CPU 160 ms, self wall
+  // 73 ms" for a stage shorter than a tick. Both are unbiased samplings of
+  // where the threads were; each agrees with itself.
   // Each stage once per path (a stage may nest in itself): "total" counts it once.
   std::vector<std::vector<uint32_t>> unique_stages(profile.stage_paths.size());
   for (size_t i = 0; i < profile.stage_paths.size(); ++i) {
@@ -334,14 +332,18 @@ void AnalyzeStages(const Profile& profile, const std::vector<RoleDecision>& role
     st.self_samples = x.self_samples;
     if (x.has_wall || x.total_wall > 0) {
       st.self_wall_s = x.self_wall;
-      st.self_cpu_s = cpu_samples ? x.cpu_from_samples : x.self_cpu_wall;
+      st.self_cpu_s = std::min(x.self_cpu_wall, x.self_wall);
       st.total_wall_s = x.total_wall;
-      st.total_cpu_s = cpu_samples ? x.total_cpu_from_samples : x.total_cpu_wall;
-      // Off-CPU means blocked (I/O, sleep, lock). A runnable thread that waits
-      // for a core on a busy machine is CPU-bound but starved, not off-CPU:
-      // its own share.
-      st.offcpu_fraction = x.self_wall > 0 ? std::max(0.0, x.blocked_wall / x.self_wall) : 0;
-      st.cpu_wait_fraction = x.self_wall > 0 ? std::max(0.0, x.wait_wall / x.self_wall) : 0;
+      st.total_cpu_s = std::min(x.total_cpu_wall, x.total_wall);
+      // Three states that fill the wall time: on CPU (the clocks), runnable
+      // but waiting for a core (run_delay: CPU-bound but starved, not
+      // off-CPU), and blocked (I/O, sleep, lock), the rest. The rest also
+      // holds short blocks between the ticks of a thread they saw running.
+      if (x.self_wall > 0) {
+        const double wait = std::clamp(x.wait_wall, 0.0, x.self_wall - st.self_cpu_s);
+        st.cpu_wait_fraction = wait / x.self_wall;
+        st.offcpu_fraction = std::max(0.0, x.self_wall - st.self_cpu_s - wait) / x.self_wall;
+      }
       st.data_stage = x.data_wall >= x.model_wall;
     } else {  // CPU samples only (gperftools or pprof input): no wall clock
       st.self_cpu_s = x.cpu_from_samples;

@@ -738,7 +738,7 @@ TEST(AnalysisContention, SaturatedIoAdviceDoesNotAskForWorkers) {
 // wait for a core 60% of the time and are blocked 40% (less than half of
 // it). The kind is judged on the time not spent waiting for a core: I/O.
 TEST(AnalysisContention, AnIoStageWaitingForCoresIsStillIo) {
-  ContentionRun c = MakeContentionRun(4, 2, 50, 2, 6, 10, 0);
+  ContentionRun c = MakeContentionRun(4, 2, 50, 0, 6, 10, 0);
   const Analysis a = Analyze(c.run.p);
   ASSERT_EQ(a.verdict.bottleneck_stage, "decode");
   for (const StageStats& st : a.stages) {

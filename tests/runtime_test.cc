@@ -501,6 +501,7 @@ TEST(Runtime, TruncatedFileYieldsItsCompleteChunks) {
   std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const size_t full_samples = run.profile.processes[0].samples;
   ASSERT_GT(full_samples, 100u);
+  ASSERT_GE(full_samples, run.profile.processes[0].records);  // a record stands for 1+ periods
   std::string dir = MakeTempDir("dlprof-trunc");
   size_t previous = 0;
   for (double cut : {0.3, 0.6, 0.95}) {
@@ -522,6 +523,7 @@ TEST(Runtime, TruncatedFileYieldsItsCompleteChunks) {
   // that chunk's samples, and every chunk after it is still read. (A 1.5 s run
   // has only two or three sample chunks, so "more than half survive" is not a
   // property of the reader; the exact count is.)
+  const uint64_t full_records = run.profile.processes[0].records;
   struct Chunk {
     size_t offset;
     uint32_t type, length;
@@ -561,7 +563,7 @@ TEST(Runtime, TruncatedFileYieldsItsCompleteChunks) {
   Profile p;
   std::string error;
   ASSERT_TRUE(ReadDlprofFile(path, &p, &error)) << error;
-  EXPECT_EQ(p.processes[0].samples, full_samples - lost);
+  EXPECT_EQ(p.processes[0].records, full_records - lost);  // the chunk's count is of records
   EXPECT_TRUE(p.processes[0].complete);  // the END chunk after the damage is still read
   ASSERT_FALSE(p.processes[0].warnings.empty());
   EXPECT_NE(p.processes[0].warnings[0].find(path + ": offset " + std::to_string(victim->offset)), std::string::npos)

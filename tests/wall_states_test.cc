@@ -133,7 +133,10 @@ TEST(ReportWallStates, AVersion2RecordSaysHowLongTheThreadWaitedForACore) {
   const Analysis a = Analyze(p);
   ASSERT_EQ(a.stages.size(), 1u);
   EXPECT_NEAR(a.stages[0].cpu_wait_fraction, 0.55, 1e-9);
-  EXPECT_NEAR(a.stages[0].offcpu_fraction, 0, 1e-9);
+  // The 5 ms it neither ran nor waited for a core it was blocked, though
+  // the ticks found it running: the row's parts fill its wall time.
+  EXPECT_NEAR(a.stages[0].offcpu_fraction, 0.05, 1e-9);
+  EXPECT_NEAR(a.stages[0].self_cpu_s, 0.040, 1e-9);
 }
 
 TEST(ReportWallStates, ABlockedRecordsWaitForACoreIsNotBlockedTime) {
@@ -146,7 +149,8 @@ TEST(ReportWallStates, ABlockedRecordsWaitForACoreIsNotBlockedTime) {
   const Analysis a = Analyze(p);
   ASSERT_EQ(a.stages.size(), 1u);
   EXPECT_NEAR(a.stages[0].cpu_wait_fraction, 0.20, 1e-9);
-  EXPECT_NEAR(a.stages[0].offcpu_fraction, 0.80, 1e-9);
+  // Nor is the 10 ms it ran: blocked is what is left, 70 of 100 ms.
+  EXPECT_NEAR(a.stages[0].offcpu_fraction, 0.70, 1e-9);
   EXPECT_EQ(a.stages[0].top_blocking_call, "read");
 }
 
