@@ -653,6 +653,90 @@ double LoopReceiveFraction(const Profile& profile, const Analysis& a, const Wait
   return std::min(1.0, cpu_s * runnable_per_cpu / wait_s);
 }
 
+// Input-bound with no data stage marked (a script that marks only its loop,
+// or a DataLoader under DLPROF_AUTO_ANNOTATE=0): the workers' own time says
+// whether the wait is their work (issue 14, item 4). Busy (on a CPU or
+// waiting for one) most of their lifetime: their compute, named by their
+// hottest functions (NameBottleneckFunctions). Otherwise the evidence says
+// how little they worked, and the stages still need marking. False when
+// there are no workers, or no wall records to judge them by.
+bool UnmarkedWorkersVerdict(const Profile& profile, Analysis* a) {
+  Verdict& v = a->verdict;
+  if (!v.input_bound || a->workers.processes == 0) return false;
+  // Over the training steps only: a worker's start (imports) and its end
+  // (idle until the loader shuts it down) are not the pipeline's pace.
+  int64_t from = INT64_MIN, to = INT64_MAX;
+  for (const Interval& iv : profile.intervals) {
+    if (iv.kind != IntervalKind::kStep || iv.process != a->steps.process) continue;
+    from = from == INT64_MIN ? iv.begin_ns : std::min(from, iv.begin_ns);
+    to = to == INT64_MAX ? iv.end_ns : std::max(to, iv.end_ns);
+  }
+  struct Time {
+    double wall = 0, busy = 0;
+  };
+  // Each worker by its busiest thread: its other threads (a queue's feeder)
+  // sleep by design.
+  std::map<std::pair<uint32_t, uint32_t>, Time> by_thread;  // (process, tid)
+  for (const Sample& s : profile.samples) {
+    if (s.kind != SampleKind::kWall || s.process >= a->processes.size() || s.wall_ns <= 0) continue;
+    if (a->processes[s.process].role != "worker") continue;
+    // A record ends at its time and spans its wall time: the part inside.
+    const int64_t begin = s.time_ns - s.wall_ns;
+    const double inside = static_cast<double>(std::max<int64_t>(
+                              0, std::min(s.time_ns, to) - std::max(begin, from))) /
+                          static_cast<double>(s.wall_ns);
+    if (inside <= 0) continue;
+    Time& t = by_thread[{s.process, s.tid}];
+    t.wall += inside * static_cast<double>(s.wall_ns);
+    t.busy += inside * static_cast<double>(std::min(s.wall_ns, s.cpu_ns + s.wait_ns));
+  }
+  std::map<uint32_t, Time> busiest;  // by process
+  for (const auto& [key, t] : by_thread) {
+    Time& b = busiest[key.first];
+    if (t.busy > b.busy) b = t;
+  }
+  std::map<int, Time> by_worker;  // by worker id; re-forked workers share theirs
+  Time all;
+  for (const auto& [process, t] : busiest) {
+    Time& w = by_worker[a->processes[process].worker];
+    w.wall += t.wall;
+    w.busy += t.busy;
+    all.wall += t.wall;
+    all.busy += t.busy;
+  }
+  if (all.wall <= 0) return false;
+  const double busy = all.busy / all.wall;
+  std::string each;
+  int listed = 0;
+  for (const auto& [id, t] : by_worker) {
+    if (t.wall <= 0) continue;
+    if (++listed > 4) {
+      each += ", ...";
+      break;
+    }
+    each += (listed > 1 ? ", " : "") + (id >= 0 ? "worker " + std::to_string(id) : std::string("worker")) +
+            " " + Pct(t.busy / t.wall);
+  }
+  const bool workers_busy = busy >= 0.5;
+  v.evidence.push_back("No data stage is marked. Over the training steps the worker processes "
+                       "were busy (on a CPU or waiting for one) " + Pct(busy) + " of their time (" +
+                       each + ")" +
+                       (workers_busy ? ": the loop waits for their work."
+                                     : ": most of it they were blocked or idle."));
+  if (!workers_busy) return false;
+  v.bottleneck_role = "worker";
+  v.bottleneck_kind = "cpu";
+  v.advice.push_back(std::string("The workers' compute is the bottleneck: make their hottest "
+                                 "functions cheaper") +
+                     (a->contention.saturated
+                          ? " or run on more cores (the cores are saturated: more workers would "
+                            "make it worse)"
+                          : ", or add workers while there are free cores") +
+                     "; mark the pipeline's stages (dlprof.stage, or DLPROF_AUTO_ANNOTATE=1 for a "
+                     "DataLoader) to see which stage they are in.");
+  return true;
+}
+
 void DecideVerdict(const Profile& profile, bool has_steps, const WaitIndex& waits, Analysis* a) {
   Verdict& v = a->verdict;
   const StepStats& steps = a->steps;
@@ -728,8 +812,10 @@ void DecideVerdict(const Profile& profile, bool has_steps, const WaitIndex& wait
     if (k > kb) best = &st;
   }
   if (best == nullptr) {
-    v.advice.push_back("Mark the pipeline's stages (dlprof_stage_enter/exit or DLPROF_STAGE) to "
-                       "find which one is slow.");
+    if (!UnmarkedWorkersVerdict(profile, a)) {
+      v.advice.push_back("Mark the pipeline's stages (dlprof_stage_enter/exit or DLPROF_STAGE) to "
+                         "find which one is slow.");
+    }
     return;
   }
   v.bottleneck_stage = best->name;
@@ -855,7 +941,7 @@ void NameBottleneckFunctions(const Profile& profile, Analysis* a) {
            (v.bottleneck_kind == "io" ? "blocked" : "CPU") + " time: ";
   } else if (v.input_bound && a->workers.processes > 0) {
     v.bottleneck_functions = BottleneckFunctions(profile, roles, "", "worker", "cpu", 5);
-    text = "No data stage is marked; in the worker processes the functions with the most CPU time: ";
+    text = "In the worker processes, the functions with the most CPU time: ";
   }
   if (v.bottleneck_functions.empty()) return;
   for (size_t i = 0; i < v.bottleneck_functions.size() && i < 3; ++i) {

@@ -27,6 +27,12 @@ class SummaryTextWriter : public ReportWriter {
         out += Line("Bottleneck: the training loop's own receive work, CPU-bound, in the main "
                     "process (%.0f%% of its waits on its own CPU).",
                     100 * v.loop_receive_fraction);
+      } else if (v.bottleneck_role == "worker") {
+        out += Line("Bottleneck: the workers' own work (no stage marked), CPU-bound, in the worker "
+                    "processes%s.",
+                    v.bottleneck_functions.empty()
+                        ? ""
+                        : (": " + Clean(v.bottleneck_functions[0].name, 80) + " first").c_str());
       }
     } else if (v.basis == "none") {
       out += "VERDICT: unknown (no step markers and no buffers).\n";

@@ -753,4 +753,45 @@ TEST(AnalysisContention, AnIoStageWaitingForCoresIsStillIo) {
 }
 
 }  // namespace
+// Only the loop is marked (steps and waits), and it waits 60% of each step.
+// The two workers, unmarked, run `cpu_ms` of every 10 ms and are blocked the
+// rest (issue 14, item 4: the verdict weighs their busy share).
+Analysis UnmarkedWorkersRun(int64_t cpu_ms) {
+  RunBuilder run;
+  const uint32_t trainer = run.Add(100, 1, "main", -1, "./train", 0, 2200);
+  run.Steps(trainer, 100, 20, 100, 100, 60);
+  for (int k = 0; k < 2; ++k) {
+    const uint32_t w = run.Add(200 + k, 100, "worker", k, "./train", 50, 2150);
+    run.WallStates(w, static_cast<uint32_t>(200 + k), "", 100, 2100, cpu_ms, 0);
+  }
+  return Analyze(run.p);
+}
+
+TEST(AnalysisVerdict, UnmarkedBusyWorkersAreTheBottleneck) {
+  const Analysis a = UnmarkedWorkersRun(9);
+  const Verdict& v = a.verdict;
+  EXPECT_TRUE(v.input_bound);
+  EXPECT_EQ(v.bottleneck_stage, "");
+  EXPECT_EQ(v.bottleneck_role, "worker");
+  EXPECT_EQ(v.bottleneck_kind, "cpu");
+  const std::string evidence = Joined(v.evidence);
+  EXPECT_NE(evidence.find("busy (on a CPU or waiting for one) 90% of their time (worker 0 90%, "
+                          "worker 1 90%)"),
+            std::string::npos)
+      << evidence;
+  EXPECT_EQ(Joined(v.advice).find("Mark the pipeline's stages"), std::string::npos);
+}
+
+TEST(AnalysisVerdict, UnmarkedIdleWorkersAreNotBlamed) {
+  const Analysis a = UnmarkedWorkersRun(2);
+  const Verdict& v = a.verdict;
+  EXPECT_TRUE(v.input_bound);
+  EXPECT_EQ(v.bottleneck_role, "");
+  EXPECT_EQ(v.bottleneck_kind, "");
+  const std::string evidence = Joined(v.evidence);
+  EXPECT_NE(evidence.find("20% of their time"), std::string::npos) << evidence;
+  EXPECT_NE(evidence.find("blocked or idle"), std::string::npos) << evidence;
+  EXPECT_NE(Joined(v.advice).find("Mark the pipeline's stages"), std::string::npos);
+}
+
 }  // namespace dlprof

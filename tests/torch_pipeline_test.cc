@@ -392,6 +392,11 @@ TEST(TorchPipelineUnmarked, OnlyTheLoopMarkedStillNamesTheWorkersCulprit) {
   EXPECT_TRUE(StageNames(run.summary).empty()) << "a stage was marked after all";
   EXPECT_EQ(v["input_bound"], true);
   EXPECT_EQ(Text(v["bottleneck_stage"]), "");
+  // The workers, busy augmenting, are what the loop waits for (issue 14,
+  // item 4): their busy share is weighed, not only their functions named.
+  EXPECT_EQ(Text(v["bottleneck_role"]), "worker");
+  EXPECT_EQ(Text(v["bottleneck_kind"]), "cpu");
+  EXPECT_NE(v["evidence"].dump().find("the worker processes were busy"), std::string::npos);
   EXPECT_NEAR(v["data_wait_fraction"].get<double>(), Num(run.self, "steady_wait_fraction"), 0.05);
   const json& fs = v["bottleneck_functions"];
   ASSERT_TRUE(fs.is_array() && !fs.empty());

@@ -222,6 +222,8 @@ void PrintVerdict(const Analysis& a, const std::string& out_dir, FILE* to) {
               v.bottleneck_role + ")";
     } else if (v.loop_receive_fraction >= kLoopReceiveShare) {
       line += "; bottleneck: the training loop's own receive work (cpu, main)";
+    } else if (v.bottleneck_role == "worker") {
+      line += "; bottleneck: the workers' unmarked work (" + v.bottleneck_kind + ", worker)";
     }
     Say(to, line);
   } else if (v.basis != "none") {

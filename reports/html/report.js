@@ -147,6 +147,12 @@
                           "Bottleneck: ", el("strong", { text: "the training loop's own receive work" }),
                           ", compute-bound, in the training process (" +
                           pct(v.loop_receive_fraction) + " of its waits on its own CPU)."));
+    } else if (v.input_bound && v.bottleneck_role === "worker") {
+      var first = (v.bottleneck_functions || [])[0];
+      body.appendChild(el("p", { className: "bottleneck", id: "verdict-bottleneck" },
+                          "Bottleneck: ", el("strong", { text: "the workers' own work" }),
+                          " (no stage marked), compute-bound, in the worker processes" +
+                          (first ? ": " + first.name + " first." : ".")));
     }
 
     var stats = el("ul", { className: "stats" });
