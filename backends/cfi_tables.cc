@@ -26,6 +26,20 @@ namespace {
 std::atomic<const CfiSnapshot*> g_snapshot{nullptr};
 std::atomic<int64_t> g_readers{0};
 std::atomic<uint8_t> g_wanted[kCfiMaxObjects];
+
+// Want flags shared with this process's fork children (one MAP_SHARED page
+// pair, made by the first CfiMaintain and inherited): a worker whose walk
+// lands in an object its parent never decoded (PIL's and libjpeg's code
+// runs only in DataLoader workers) asks the parent too, so that the workers
+// forked after it inherit the rows instead of each decoding them again
+// (~4 ms of each torch worker's collector). Only `owner` reads them; a
+// child writes until its own list of objects changes (ids would differ).
+struct SharedWants {
+  std::atomic<pid_t> owner;
+  std::atomic<uint8_t> wanted[kCfiMaxObjects];
+};
+std::atomic<SharedWants*> g_shared_wants{nullptr};
+bool g_shared_wants_own = false;  // this process made them (false in a fork child)
 std::atomic<uint64_t> g_misses{0};
 std::atomic<bool> g_tables_wanted{false};  // a walk has run: CfiMaintain starts working
 std::atomic<bool> g_decode_all{false};      // CfiDecodeAllLoaded
@@ -340,7 +354,14 @@ void RegisterForkHandlersOnce() {
   std::call_once(once, [] {
     pthread_atfork([] { pthread_mutex_lock(&g_commit_mu); },
                    [] { pthread_mutex_unlock(&g_commit_mu); },
-                   [] { pthread_mutex_unlock(&g_commit_mu); });
+                   [] {
+                     pthread_mutex_unlock(&g_commit_mu);
+                     // The child's own work from here: it inherits the
+                     // rows, not the time its parent spent decoding them.
+                     g_shared_wants_own = false;
+                     g_stat_decode_ns.store(0, std::memory_order_relaxed);
+                     g_misses.store(0, std::memory_order_relaxed);
+                   });
   });
 }
 
@@ -430,7 +451,12 @@ CfiFound SearchTables(const CfiSnapshot* snap, uintptr_t pc, CfiRow* row) {
   const CfiObject& o = snap->objects[lo];
   if (pc < o.lo || pc >= o.hi) return CfiFound::kNoObject;
   if (o.rows == nullptr) {
-    if (o.id < kCfiMaxObjects) g_wanted[o.id].store(1, std::memory_order_relaxed);
+    if (o.id < kCfiMaxObjects) {
+      g_wanted[o.id].store(1, std::memory_order_relaxed);
+      if (SharedWants* shared = g_shared_wants.load(std::memory_order_relaxed)) {
+        shared->wanted[o.id].store(1, std::memory_order_relaxed);
+      }
+    }
     g_misses.fetch_add(1, std::memory_order_relaxed);
     return CfiFound::kNotBuilt;
   }
@@ -471,11 +497,25 @@ void MaintainOnce() {
     g_tables = fresh;
   }
   Tables* t = g_tables;
+  if (g_shared_wants.load(std::memory_order_relaxed) == nullptr) {
+    void* page = mmap(nullptr, sizeof(SharedWants), PROT_READ | PROT_WRITE,
+                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (page != MAP_FAILED) {  // zero-filled: no flag set
+      g_shared_wants_own = true;
+      g_shared_wants.store(static_cast<SharedWants*>(page), std::memory_order_release);
+    }
+  }
+  SharedWants* const own_shared =
+      g_shared_wants_own ? g_shared_wants.load(std::memory_order_relaxed) : nullptr;
   bool changed = false;
   uint64_t adds = 0, subs = 0;
   if (Counters(&adds, &subs) && (adds != t->adds || subs != t->subs)) {
     std::vector<Scanned> scanned;
     if (!ScanObjects(&scanned)) return;  // the loader busy: at the next tick
+    // A fork child whose objects change no longer has its parent's ids.
+    if (!g_shared_wants_own && t->adds != ~uint64_t{0}) {
+      g_shared_wants.store(nullptr, std::memory_order_relaxed);
+    }
     CommitLock lock;
     t->adds = adds;
     t->subs = subs;
@@ -510,6 +550,7 @@ void MaintainOnce() {
           seen[free_id] = true;
           if (free_id < static_cast<size_t>(kCfiMaxObjects)) {
             g_wanted[free_id].store(0, std::memory_order_relaxed);
+            if (own_shared != nullptr) own_shared->wanted[free_id].store(0, std::memory_order_relaxed);
           }
         } else {
           t->records.push_back(std::move(r));
@@ -543,7 +584,11 @@ void MaintainOnce() {
     if (!t->records[id].present) continue;
     ++present;
     if (t->records[id].tried) continue;
-    const bool wanted = g_wanted[id].exchange(0, std::memory_order_relaxed) != 0;
+    bool wanted = g_wanted[id].exchange(0, std::memory_order_relaxed) != 0;
+    if (own_shared != nullptr && id < static_cast<size_t>(kCfiMaxObjects) &&
+        own_shared->wanted[id].exchange(0, std::memory_order_relaxed) != 0) {
+      wanted = true;
+    }
     if (!wanted && !g_decode_all.load(std::memory_order_relaxed)) continue;
     // The temporaries come from mmap (MmapAllocator), which throws when the
     // program's RLIMIT_AS leaves no room: the object keeps no rows (its

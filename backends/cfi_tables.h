@@ -13,7 +13,9 @@
 //    libraries no sample ever walked through.
 //  * The signal handler (CfiLookup, inside a CfiReadSection) finds the row
 //    for a pc in the snapshot. A pc in an object without rows yet asks for
-//    them (one atomic store) and that frame is walked by frame pointer.
+//    them (one atomic store; in a fork child one more, in a page shared
+//    with the parent, which decodes them too: the children forked after it
+//    inherit the rows) and that frame is walked by frame pointer.
 //
 // Memory: rows and snapshots live in mmap'd pages, not on the program's
 // heap. A snapshot or an unloaded object's rows are unmapped once no handler

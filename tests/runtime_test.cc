@@ -6,12 +6,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -131,6 +133,31 @@ TEST(Runtime, EveryMappingCarriesItsFilesBuildId) {
 
 // A fork child writes its parent's last maps when it loaded nothing since
 // (it does not read them again), and its own when it did.
+// What a fork child's walks ask of the unwind tables, its parent decodes
+// too: the second of two children that burn CPU in libbz2 (loaded by the
+// parent, never run there) inherits its rows and walks no frame without
+// them, where the first had to ask. Each child's unwinder_state counts its
+// own work only ("in N ms; M frames before their object's rows").
+TEST(Runtime, ForkChildrenInheritTheRowsAnEarlierChildAskedFor) {
+  ProfiledRun run = Profiled({"forkwants"});
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.err;
+  ASSERT_EQ(run.profile.processes.size(), 3u);
+  std::vector<std::pair<int, uint64_t>> children;  // pid, frames before rows
+  const std::regex misses("; ([0-9]+) frames before their object's rows");
+  for (const Process& p : run.profile.processes) {
+    if (p.role == "main") continue;
+    auto it = p.fields.find("unwinder_state");
+    ASSERT_NE(it, p.fields.end()) << p.file;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(it->second, m, misses)) << it->second;
+    children.emplace_back(p.pid, std::stoull(m[1]));
+  }
+  ASSERT_EQ(children.size(), 2u);
+  std::sort(children.begin(), children.end());  // fork order
+  EXPECT_GT(children[0].second, 0u) << "the first child found libbz2's rows already";
+  EXPECT_EQ(children[1].second, 0u) << "the second child walked frames its sibling had asked for";
+}
+
 TEST(Runtime, ForkChildrenWriteTheMapsOfTheirOwnAddressSpace) {
   ProfiledRun run = Profiled({"forkmaps"});
   ASSERT_EQ(run.result.exit_code, 0) << run.result.err;

@@ -429,6 +429,39 @@ int ForkMaps() {
   return WaitAll(kids);
 }
 
+// Two fork children in turn burn CPU in libbz2, which the parent loaded but
+// never ran: the first child's walks find it without rows, the second's
+// should find the rows the parent decoded when the first asked
+// (backends/cfi_tables.cc, SharedWants).
+int ForkWants() {
+  void* bz2 = dlopen("libbz2.so.1.0", RTLD_NOW | RTLD_LOCAL);
+  if (bz2 == nullptr) return 3;
+  using Compress = int (*)(char*, unsigned*, char*, unsigned, int, int, int);
+  auto compress = reinterpret_cast<Compress>(dlsym(bz2, "BZ2_bzBuffToBuffCompress"));
+  if (compress == nullptr) return 4;
+  { DLPROF_STAGE("main_work"); Burn(100000000); }
+  std::vector<pid_t> kids;
+  for (int k = 0; k < 2; ++k) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      std::vector<char> in(256 << 10), out(300 << 10);
+      for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<char>((i * 2654435761u) >> 13);
+      DLPROF_STAGE("compress");
+      const int64_t until = ThreadCpuNs() + 300000000;
+      while (ThreadCpuNs() < until) {
+        unsigned n = static_cast<unsigned>(out.size());
+        if (compress(out.data(), &n, in.data(), static_cast<unsigned>(in.size()), 9, 0, 30) != 0) _exit(5);
+      }
+      exit(0);
+    }
+    kids.push_back(pid);
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return 6;
+    usleep(200000);  // the parent's collector ticks: it sees the child's wants
+  }
+  return 0;
+}
+
 // Keeps dlprof's collector busy: 16 threads that wake every millisecond (a
 // thread that changes state is asked /proc at each tick), for `ms`; then a
 // fork child that naps 300 ms. Each process prints what its own threads that
@@ -539,6 +572,7 @@ int main(int argc, char** argv) {
   if (mode == "forkbuffers") return ForkBuffers();
   if (mode == "steady") return Steady(n ? n : 1500);
   if (mode == "forkmaps") return ForkMaps();
+  if (mode == "forkwants") return ForkWants();
   if (mode == "collectorcpu") return CollectorCpu(n ? n : 600);
   if (mode == "nomalloc") return NoMalloc();
   if (mode == "steps") return Steps(n ? n : 10);
