@@ -754,8 +754,9 @@ TEST(AnalysisContention, AnIoStageWaitingForCoresIsStillIo) {
 
 }  // namespace
 // Only the loop is marked (steps and waits), and it waits 60% of each step.
-// The two workers, unmarked, run `cpu_ms` of every 10 ms and are blocked the
-// rest (issue 14, item 4: the verdict weighs their busy share).
+// The two workers, unmarked, run `cpu_ms` of every 10 ms of the steps and
+// are blocked the rest (issue 14, item 4: the verdict weighs their busy
+// share).
 Analysis UnmarkedWorkersRun(int64_t cpu_ms) {
   RunBuilder run;
   const uint32_t trainer = run.Add(100, 1, "main", -1, "./train", 0, 2200);
@@ -763,7 +764,12 @@ Analysis UnmarkedWorkersRun(int64_t cpu_ms) {
   for (int k = 0; k < 2; ++k) {
     const uint32_t w = run.Add(200 + k, 100, "worker", k, "./train", 50, 2150);
     run.WallStates(w, static_cast<uint32_t>(200 + k), "", 100, 2100, cpu_ms, 0);
+    // A second thread that sleeps throughout (a queue's feeder): a worker
+    // is judged by its busiest thread.
+    run.WallStates(w, static_cast<uint32_t>(300 + k), "", 100, 2100, 0, 0);
   }
+  // Outside the steps (start-up, shutdown) the workers are idle.
+  for (uint32_t w = 1; w <= 2; ++w) run.WallStates(w, 199 + w, "", 2100, 4100, 0, 0);
   return Analyze(run.p);
 }
 
