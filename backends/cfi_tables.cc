@@ -550,7 +550,9 @@ void MaintainOnce() {
           seen[free_id] = true;
           if (free_id < static_cast<size_t>(kCfiMaxObjects)) {
             g_wanted[free_id].store(0, std::memory_order_relaxed);
-            if (own_shared != nullptr) own_shared->wanted[free_id].store(0, std::memory_order_relaxed);
+            if (own_shared != nullptr) {
+              own_shared->wanted[free_id].store(0, std::memory_order_relaxed);
+            }
           }
         } else {
           t->records.push_back(std::move(r));

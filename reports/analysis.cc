@@ -714,8 +714,8 @@ bool UnmarkedWorkersVerdict(const Profile& profile, Analysis* a) {
       each += ", ...";
       break;
     }
-    each += (listed > 1 ? ", " : "") + (id >= 0 ? "worker " + std::to_string(id) : std::string("worker")) +
-            " " + Pct(t.busy / t.wall);
+    const std::string who = id >= 0 ? "worker " + std::to_string(id) : std::string("worker");
+    each += (listed > 1 ? ", " : "") + who + " " + Pct(t.busy / t.wall);
   }
   const bool workers_busy = busy >= 0.5;
   v.evidence.push_back("No data stage is marked. Over the training steps the worker processes "

@@ -76,7 +76,9 @@ bool ReportAgreement::ok_ = false;
 json* ReportAgreement::summary_;
 json* ReportAgreement::page_;
 
-uint64_t TotalSamples(const json& summary) { return summary["profiler"]["samples"].get<uint64_t>(); }
+uint64_t TotalSamples(const json& summary) {
+  return summary["profiler"]["samples"].get<uint64_t>();
+}
 
 TEST_F(ReportAgreement, TheSampleCountIsOneNumberEverywhere) {
   const uint64_t total = TotalSamples(Summary());
@@ -188,8 +190,8 @@ TEST_F(ReportAgreement, AStagesRowAddsUpToItsWallTime) {
     char on_low[32], on_high[32];
     std::snprintf(on_low, sizeof(on_low), "on-CPU %.0f%%", std::floor(100 * on_cpu));
     std::snprintf(on_high, sizeof(on_high), "on-CPU %.0f%%", std::ceil(100 * on_cpu));
-    EXPECT_TRUE(evidence.find(on) != std::string::npos || evidence.find(on_low) != std::string::npos ||
-                evidence.find(on_high) != std::string::npos)
+    const auto has = [&](const char* s) { return evidence.find(s) != std::string::npos; };
+    EXPECT_TRUE(has(on) || has(on_low) || has(on_high))
         << on << " in\n" << evidence;
   }
 }

@@ -450,7 +450,8 @@ int ForkWants() {
       const int64_t until = ThreadCpuNs() + 300000000;
       while (ThreadCpuNs() < until) {
         unsigned n = static_cast<unsigned>(out.size());
-        if (compress(out.data(), &n, in.data(), static_cast<unsigned>(in.size()), 9, 0, 30) != 0) _exit(5);
+        const unsigned size = static_cast<unsigned>(in.size());
+        if (compress(out.data(), &n, in.data(), size, 9, 0, 30) != 0) _exit(5);
       }
       exit(0);
     }
