@@ -161,11 +161,13 @@ asan_excluded='^(HostileTest\.FoldedStacksKeepTheirShape|Scenarios/.*|TorchPipel
 # - Runtime.CollectorCpuCounterMatchesTheKernelsCountOfItsThread: the
 #   program counts every thread it did not start as dlprof's, and TSan starts
 #   a background thread of its own.
+# - Runtime.ForkChildrenInheritTheRowsAnEarlierChildAskedFor: it checks the
+#   cfi tables' own counters, and this pass samples with frame pointers.
 # The profiled programs sample with frame pointers (DLPROF_BACKEND=fp):
 # libunwind's per-thread cache is freed by a thread-exit destructor that takes
 # a lock after TSan has torn the thread down, which crashes every thread that
 # took a sample when it exits (github.com/google/sanitizers/issues/943).
-tsan_excluded='^(AllUnwinders/|DiffCommand\.|FpRulesTest\.FindsTheCallerOfAFunctionInterruptedAtItsEntryOrExit$|Faults\.ProgramsSigprofHandler|Faults\.SamplingNeverWaitsForTheLoaderLock$|Faults\.CfiSamplingNeverAsksTheLoader$|Scenarios/|NoHarm\.|CfiHostile\.|CfiUnwinder\.|TimerFallback\.|PythonFrames\.|PythonPackage\.|PythonBootstrap\.|TorchAnnotations\.|TorchPipeline|Unwinders/SignalStack\.|Faults\.StressForkExecDlopenMallocAt1000HzNeitherHangsNorCrashes$|Runtime\.CollectorCpuCounterMatchesTheKernelsCountOfItsThread$)'
+tsan_excluded='^(AllUnwinders/|DiffCommand\.|FpRulesTest\.FindsTheCallerOfAFunctionInterruptedAtItsEntryOrExit$|Faults\.ProgramsSigprofHandler|Faults\.SamplingNeverWaitsForTheLoaderLock$|Faults\.CfiSamplingNeverAsksTheLoader$|Scenarios/|NoHarm\.|CfiHostile\.|CfiUnwinder\.|TimerFallback\.|PythonFrames\.|PythonPackage\.|PythonBootstrap\.|TorchAnnotations\.|TorchPipeline|Unwinders/SignalStack\.|Faults\.StressForkExecDlopenMallocAt1000HzNeitherHangsNorCrashes$|Runtime\.CollectorCpuCounterMatchesTheKernelsCountOfItsThread$|Runtime\.ForkChildrenInheritTheRowsAnEarlierChildAskedFor$)'
 
 # The tests that drive headless Chromium leave both sanitizer passes: their
 # time goes to the browser, which no sanitizer instruments, and the report
