@@ -27,15 +27,15 @@ std::atomic<const CfiSnapshot*> g_snapshot{nullptr};
 std::atomic<int64_t> g_readers{0};
 std::atomic<uint8_t> g_wanted[kCfiMaxObjects];
 
-// Want flags shared with this process's fork children (one MAP_SHARED page
-// pair, made by the first CfiMaintain and inherited): a worker whose walk
+// Want flags shared with this process's fork children (one MAP_SHARED
+// mapping, made by the first CfiMaintain and inherited): a worker whose walk
 // lands in an object its parent never decoded (PIL's and libjpeg's code
 // runs only in DataLoader workers) asks the parent too, so that the workers
 // forked after it inherit the rows instead of each decoding them again
-// (~4 ms of each torch worker's collector). Only `owner` reads them; a
-// child writes until its own list of objects changes (ids would differ).
+// (~4 ms of each torch worker's collector). Only the process that made
+// them reads them (g_shared_wants_own); a child writes until its own list
+// of objects changes (ids would differ).
 struct SharedWants {
-  std::atomic<pid_t> owner;
   std::atomic<uint8_t> wanted[kCfiMaxObjects];
 };
 std::atomic<SharedWants*> g_shared_wants{nullptr};

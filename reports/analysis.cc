@@ -254,7 +254,6 @@ void AnalyzeStages(const Profile& profile, const std::vector<RoleDecision>& role
     int64_t self_samples = 0;
     double cpu_from_samples = 0, total_cpu_from_samples = 0;
     double self_wall = 0, self_cpu_wall = 0, total_wall = 0, total_cpu_wall = 0;
-    double blocked_wall = 0;  // wall ticks that found the thread blocked in a syscall
     double wait_wall = 0;     // runnable, waiting for a core
     double model_wall = 0, data_wall = 0, model_samples = 0, data_samples = 0;
     std::map<std::string, double> blocked;  // syscall -> off-CPU ns
@@ -270,8 +269,9 @@ void AnalyzeStages(const Profile& profile, const std::vector<RoleDecision>& role
   // are a second, independent measure of the same CPU time (their count,
   // `self_samples`, is the flame graph's and pprof's): a row that took CPU
   // from them and wall from the ticks said "self CPU 160 ms, self wall
-  // 73 ms" for a stage shorter than a tick. Both are unbiased samplings of
-  // where the threads were; each agrees with itself.
+  // 73 ms" for a stage shorter than a tick. They differ where they see
+  // differently: the perf timer counts user time only, the clocks kernel
+  // time too (docs/ARCHITECTURE.md, "One source for each figure").
   // Each stage once per path (a stage may nest in itself): "total" counts it once.
   std::vector<std::vector<uint32_t>> unique_stages(profile.stage_paths.size());
   for (size_t i = 0; i < profile.stage_paths.size(); ++i) {
@@ -304,7 +304,6 @@ void AnalyzeStages(const Profile& profile, const std::vector<RoleDecision>& role
       // Three states: running, waiting for a core (wait_ns), blocked (a
       // record whose ticks found the thread in a call, less its waits).
       self.wait_wall += s.wait_ns / 1e9;
-      if (!s.on_cpu) self.blocked_wall += (s.wall_ns - s.wait_ns) / 1e9;
       if (!s.on_cpu && s.stack < profile.stacks.size() && !profile.stacks[s.stack].empty()) {
         const Location& loc = profile.locations[profile.stacks[s.stack][0]];
         if (!loc.frames.empty()) {
@@ -656,8 +655,8 @@ double LoopReceiveFraction(const Profile& profile, const Analysis& a, const Wait
 // Input-bound with no data stage marked (a script that marks only its loop,
 // or a DataLoader under DLPROF_AUTO_ANNOTATE=0): the workers' own time says
 // whether the wait is their work (issue 14, item 4). Busy (on a CPU or
-// waiting for one) most of their lifetime: their compute, named by their
-// hottest functions (NameBottleneckFunctions). Otherwise the evidence says
+// waiting for one) half the training steps or more: their compute, named by
+// their hottest functions (NameBottleneckFunctions). Otherwise the evidence says
 // how little they worked, and the stages still need marking. False when
 // there are no workers, or no wall records to judge them by.
 bool UnmarkedWorkersVerdict(const Profile& profile, Analysis* a) {
