@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <vector>
@@ -20,6 +21,11 @@
 
 namespace dlprof {
 namespace {
+
+struct Mapping {
+  const void* at;
+  size_t size;
+};
 
 // Shared with the signal handler. Constant-initialized: the library has no
 // dynamic initializers (the constructor may run before them).
@@ -35,14 +41,21 @@ std::atomic<uint8_t> g_wanted[kCfiMaxObjects];
 // (~4 ms of each torch worker's collector). Only the process that made
 // them reads them (g_shared_wants_own); a child writes until its own list
 // of objects changes (ids would differ).
+constexpr uint32_t kSharedParts = 8192;
 struct SharedWants {
-  std::atomic<uint8_t> wanted[kCfiMaxObjects];
+  std::atomic<uint8_t> wanted[kCfiMaxObjects];  // objects decoded whole
+  // Parts, as (id + 1) << 20 | part, appended: `next` is taken first, then
+  // the entry written (0 until then). Full: children stop asking.
+  std::atomic<uint32_t> next;
+  std::atomic<uint32_t> parts[kSharedParts];
 };
+uint32_t g_shared_read = 0;  // the parent's cursor in SharedWants::parts
 std::atomic<SharedWants*> g_shared_wants{nullptr};
-bool g_shared_wants_own = false;  // this process made them (false in a fork child)
+std::atomic<bool> g_shared_wants_own{false};  // this process made them (false in a fork child)
 std::atomic<uint64_t> g_misses{0};
 std::atomic<bool> g_tables_wanted{false};  // a walk has run: CfiMaintain starts working
 std::atomic<bool> g_decode_all{false};      // CfiDecodeAllLoaded
+std::atomic<pthread_t> g_maintainer{0};     // the thread that runs CfiMaintain (CfiDecodeNow)
 
 // The row cache (CfiLookup). A word: kind (2 bits: 1 sp, 2 fp; 0 empty),
 // cfa_offset / 8 (11 bits), fp code (8 bits: 0 unchanged, -128 lost, else
@@ -91,10 +104,60 @@ bool UnpackCached(uint64_t word, uintptr_t pc, uint32_t unloads, CfiRow* row) {
 // Read by CfiTableStats from any thread.
 std::atomic<int> g_stat_objects{0}, g_stat_decoded{0};
 std::atomic<uint64_t> g_stat_rows{0}, g_stat_bytes{0}, g_stat_decode_ns{0};
+std::atomic<uint64_t> g_stat_parts{0}, g_stat_parts_decoded{0};
 std::atomic<long> g_stat_skipped{0};
 
 // More rows than this (96 MiB) for one object: walked by frame pointer.
 constexpr size_t kMaxRowsPerObject = size_t{8} << 20;
+
+// Objects with more code than this are decoded by parts.
+constexpr uintptr_t kPartedAbove = uintptr_t{4} << kCfiPartShift;
+constexpr uint32_t kPartGranules = 1u << (kCfiPartShift - kCfiIndexShift);
+
+// A copy of an object's unwind sections whose 64 KiB chunks are copied in
+// when a part's decode first reads them (CopyFiller): the reservation costs
+// address space, not memory. Kept with the object, so the search table and
+// CIEs are copied once.
+class SparseCopy : public CopyFiller {
+ public:
+  static constexpr int kChunkShift = 16;
+  SparseCopy(uintptr_t lo, uintptr_t hi) : lo_(lo), size_(hi - lo) {
+    void* p = mmap(nullptr, size_, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    bytes_ = p == MAP_FAILED ? nullptr : static_cast<unsigned char*>(p);
+    filled_.assign(((size_ - 1) >> kChunkShift) + 1, 0);
+  }
+  ~SparseCopy() override {
+    if (bytes_ != nullptr) munmap(bytes_, size_);
+  }
+  SparseCopy(const SparseCopy&) = delete;
+  SparseCopy& operator=(const SparseCopy&) = delete;
+  bool ok() const { return bytes_ != nullptr; }
+  const unsigned char* bytes() const { return bytes_; }
+
+  bool Ensure(uintptr_t addr, size_t n, uintptr_t* ready_lo, uintptr_t* ready_hi) override {
+    if (bytes_ == nullptr || addr < lo_ || n == 0 || addr - lo_ > size_ || n > size_ - (addr - lo_)) {
+      return false;
+    }
+    const size_t first = (addr - lo_) >> kChunkShift, last = (addr - lo_ + n - 1) >> kChunkShift;
+    for (size_t c = first; c <= last; ++c) {
+      if (filled_[c]) continue;
+      const size_t off = c << kChunkShift;
+      const size_t len = std::min(size_ - off, size_t{1} << kChunkShift);
+      if (CopyOwnMemory(bytes_ + off, lo_ + off, len) != len) return false;
+      filled_[c] = 1;
+    }
+    *ready_lo = lo_ + (first << kChunkShift);
+    *ready_hi = lo_ + std::min(size_, (last + 1) << kChunkShift);
+    return true;
+  }
+
+ private:
+  uintptr_t lo_;
+  size_t size_;
+  unsigned char* bytes_ = nullptr;
+  std::vector<uint8_t> filled_;
+};
 
 // What the collector knows of one loaded object. Only the collector thread
 // touches these.
@@ -110,12 +173,19 @@ struct Record {
   size_t mapped = 0;
   bool present = true;
   bool tried = false;  // decoded, or failed: not tried again
+  // Decoded by parts: their slots (mmap'd, parts_mapped bytes), each part's
+  // rows (own mappings), which were tried, and the copy they read.
+  CfiPart* parts = nullptr;
+  uint32_t part_count = 0;
+  size_t parts_mapped = 0;
+  std::vector<Mapping> part_blocks;
+  std::vector<uint8_t> part_tried;
+  std::unique_ptr<SparseCopy> copy;
+  // What it adds to the stats (taken off when it is unloaded).
+  uint64_t stat_rows = 0, stat_bytes = 0, stat_parts_decoded = 0;
+  bool stat_decoded = false;
 };
 
-struct Mapping {
-  const void* at;
-  size_t size;
-};
 
 struct Tables {
   std::vector<Record> records;  // index = id; an unloaded object's id is reused
@@ -322,6 +392,28 @@ Decoded Decode(const Record& record) {
   return out;
 }
 
+void CountRows(Record* r, uint64_t rows, uint64_t bytes) {
+  if (!r->stat_decoded) {
+    r->stat_decoded = true;
+    g_stat_decoded.fetch_add(1, std::memory_order_relaxed);
+  }
+  r->stat_rows += rows;
+  r->stat_bytes += bytes;
+  g_stat_rows.fetch_add(rows, std::memory_order_relaxed);
+  g_stat_bytes.fetch_add(bytes, std::memory_order_relaxed);
+}
+
+// Takes an unloaded (or re-decoded) object's share off the stats.
+void UncountRows(Record* r) {
+  if (r->stat_decoded) g_stat_decoded.fetch_sub(1, std::memory_order_relaxed);
+  g_stat_rows.fetch_sub(r->stat_rows, std::memory_order_relaxed);
+  g_stat_bytes.fetch_sub(r->stat_bytes, std::memory_order_relaxed);
+  g_stat_parts_decoded.fetch_sub(r->stat_parts_decoded, std::memory_order_relaxed);
+  if (r->parts != nullptr) g_stat_parts.fetch_sub(r->part_count, std::memory_order_relaxed);
+  r->stat_decoded = false;
+  r->stat_rows = r->stat_bytes = r->stat_parts_decoded = 0;
+}
+
 void Apply(const Decoded& d, Record* r) {
   r->tried = true;
   if (d.rows == nullptr) return;
@@ -330,9 +422,63 @@ void Apply(const Decoded& d, Record* r) {
   r->row_count = d.row_count;
   r->index_count = d.index_count;
   r->mapped = d.mapped;
-  g_stat_decoded.fetch_add(1, std::memory_order_relaxed);
-  g_stat_rows.fetch_add(d.row_count, std::memory_order_relaxed);
-  g_stat_bytes.fetch_add(d.mapped, std::memory_order_relaxed);
+  CountRows(r, d.row_count, d.mapped);
+}
+
+// One part's rows (DecodeEhFrameRange), in read-only pages of their own.
+struct PartDecoded {
+  const CfiPartRows* block = nullptr;
+  size_t mapped = 0;
+  bool whole = false;  // the object's header cannot be searched: decode it whole
+};
+
+// Decodes part `part` of a parted object from its sparse copy. The caller
+// has checked that the object is still loaded. Touches the record's copy
+// only.
+PartDecoded DecodePart(Record* r, uint32_t part) {
+  PartDecoded out;
+  const int64_t start = NowNs();
+  if (r->copy == nullptr) {
+    auto copy = std::make_unique<SparseCopy>(r->source.readable_lo, r->source.readable_hi);
+    if (!copy->ok()) return out;
+    r->copy = std::move(copy);
+  }
+  EhFrameSource source = r->source;
+  source.copy = r->copy->bytes();
+  source.filler = r->copy.get();
+  const uintptr_t pc_lo = r->lo + (static_cast<uintptr_t>(part) << kCfiPartShift);
+  const uintptr_t pc_hi = std::min(r->hi, pc_lo + (uintptr_t{1} << kCfiPartShift));
+  CfiRowVector rows;
+  std::string error;
+  long skipped = 0;
+  if (pc_lo < source.base || !DecodeEhFrameRange(source, pc_lo, pc_hi, &rows, &error, &skipped)) {
+    out.whole = true;
+    return out;
+  }
+  const uintptr_t part_offset = pc_lo - source.base;
+  const size_t row_bytes = rows.size() * sizeof(CfiRow);
+  const size_t mapped = PageRound(sizeof(CfiPartRows) + row_bytes + kPartGranules * sizeof(uint32_t));
+  void* pages = mmap(nullptr, mapped, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  if (pages != MAP_FAILED) {
+    auto* head = static_cast<CfiPartRows*>(pages);
+    head->row_count = static_cast<uint32_t>(rows.size());
+    head->index_count = kPartGranules;
+    if (row_bytes != 0) std::memcpy(const_cast<CfiRow*>(head->rows()), rows.data(), row_bytes);
+    auto* index = const_cast<uint32_t*>(head->index());
+    uint32_t row = 0;
+    for (uint32_t g = 0; g < kPartGranules; ++g) {
+      const uint64_t first_byte = part_offset + (static_cast<uint64_t>(g) << kCfiIndexShift);
+      while (row + 1 < rows.size() && rows[row + 1].pc_offset <= first_byte) ++row;
+      index[g] = row;
+    }
+    mprotect(pages, mapped, PROT_READ);
+    out.block = head;
+    out.mapped = mapped;
+  }
+  g_stat_skipped.fetch_add(skipped, std::memory_order_relaxed);
+  g_stat_decode_ns.fetch_add(static_cast<uint64_t>(NowNs() - start), std::memory_order_relaxed);
+  return out;
 }
 
 // The collector changes the tables under this lock, and fork() takes it
@@ -358,7 +504,7 @@ void RegisterForkHandlersOnce() {
                      pthread_mutex_unlock(&g_commit_mu);
                      // The child's own work from here: it inherits the
                      // rows, not the time its parent spent decoding them.
-                     g_shared_wants_own = false;
+                     g_shared_wants_own.store(false, std::memory_order_relaxed);
                      g_stat_decode_ns.store(0, std::memory_order_relaxed);
                      g_misses.store(0, std::memory_order_relaxed);
                    });
@@ -372,7 +518,8 @@ bool Publish(Tables* t) {
     const Record& r = t->records[id];
     if (!r.present) continue;
     objects.push_back(CfiObject{r.lo, r.hi, r.source.base, r.rows, r.index, r.row_count,
-                                r.index_count, static_cast<uint32_t>(id)});
+                                r.index_count, static_cast<uint32_t>(id), r.parts,
+                                r.part_count});
   }
   std::sort(objects.begin(), objects.end(),
             [](const CfiObject& a, const CfiObject& b) { return a.lo < b.lo; });
@@ -400,6 +547,8 @@ bool Publish(Tables* t) {
 
 namespace {
 CfiFound SearchTables(const CfiSnapshot* snap, uintptr_t pc, CfiRow* row);
+CfiFound SearchRows(const CfiRow* rows, uint32_t row_count, const uint32_t* index,
+                    uint32_t index_count, uintptr_t offset, uintptr_t granule, CfiRow* row);
 }  // namespace
 
 CfiReadSection::CfiReadSection() {
@@ -450,6 +599,33 @@ CfiFound SearchTables(const CfiSnapshot* snap, uintptr_t pc, CfiRow* row) {
   }
   const CfiObject& o = snap->objects[lo];
   if (pc < o.lo || pc >= o.hi) return CfiFound::kNoObject;
+  if (o.rows == nullptr && o.parts != nullptr) {
+    const uintptr_t part = (pc - o.lo) >> kCfiPartShift;
+    if (part >= o.part_count) return CfiFound::kNoObject;
+    CfiPart& slot = o.parts[part];
+    const CfiPartRows* block = slot.rows.load(std::memory_order_acquire);
+    if (block == nullptr) {
+      if (slot.wanted.load(std::memory_order_relaxed) == 0) {
+        slot.wanted.store(1, std::memory_order_relaxed);
+        if (o.id < kCfiMaxObjects) g_wanted[o.id].store(1, std::memory_order_relaxed);
+        SharedWants* shared = g_shared_wants.load(std::memory_order_relaxed);
+        if (shared != nullptr && !g_shared_wants_own.load(std::memory_order_relaxed) &&
+            o.id < kCfiMaxObjects) {
+          const uint32_t at = shared->next.fetch_add(1, std::memory_order_relaxed);
+          if (at < kSharedParts) {
+            shared->parts[at].store((o.id + 1) << 20 | static_cast<uint32_t>(part),
+                                    std::memory_order_release);
+          }
+        }
+      }
+      g_misses.fetch_add(1, std::memory_order_relaxed);
+      return CfiFound::kNotBuilt;
+    }
+    const uintptr_t offset = pc - o.base;
+    const uintptr_t part_offset = (o.lo - o.base) + (part << kCfiPartShift);
+    return SearchRows(block->rows(), block->row_count, block->index(), block->index_count,
+                      offset, (offset - part_offset) >> kCfiIndexShift, row);
+  }
   if (o.rows == nullptr) {
     if (o.id < kCfiMaxObjects) {
       g_wanted[o.id].store(1, std::memory_order_relaxed);
@@ -461,34 +637,122 @@ CfiFound SearchTables(const CfiSnapshot* snap, uintptr_t pc, CfiRow* row) {
     return CfiFound::kNotBuilt;
   }
   const uintptr_t offset = pc - o.base;
-  if (offset > UINT32_MAX || o.row_count == 0 || o.rows[0].pc_offset > offset) {
+  return SearchRows(o.rows, o.row_count, o.index, o.index_count, offset, offset >> kCfiIndexShift,
+                    row);
+}
+
+CfiFound SearchRows(const CfiRow* rows, uint32_t row_count, const uint32_t* index,
+                    uint32_t index_count, uintptr_t offset, uintptr_t granule, CfiRow* row) {
+  if (offset > UINT32_MAX || row_count == 0 || rows[0].pc_offset > offset) {
     *row = CfiRow{0, 0, 0, kCfiNone, 0};
     return CfiFound::kRow;
   }
-  const uintptr_t granule = offset >> kCfiIndexShift;
-  if (granule >= o.index_count) {
-    *row = o.rows[o.row_count - 1];  // past the last FDE: its end row (no FDE)
+  if (granule >= index_count) {
+    *row = rows[row_count - 1];  // past the last FDE: its end row (no FDE)
     return CfiFound::kRow;
   }
   // The rows covering this granule: from the one at its start up to the one
   // at the next granule's start.
-  uint32_t a = o.index[granule];
-  uint32_t b = granule + 1 < o.index_count ? o.index[granule + 1] + 1 : o.row_count;
-  if (b > o.row_count || a >= b) {
+  uint32_t a = index[granule];
+  uint32_t b = granule + 1 < index_count ? index[granule + 1] + 1 : row_count;
+  if (b > row_count || a >= b) {
     *row = CfiRow{0, 0, 0, kCfiNone, 0};  // a damaged index: no row rather than a wrong one
     return CfiFound::kRow;
   }
   while (b - a > 1) {
     const uint32_t mid = a + (b - a) / 2;
-    if (o.rows[mid].pc_offset <= offset) a = mid; else b = mid;
+    if (rows[mid].pc_offset <= offset) a = mid; else b = mid;
   }
-  *row = o.rows[a];
+  *row = rows[a];
   return CfiFound::kRow;
 }
 
 }  // namespace
 
 namespace {
+
+// Slots for a big object's parts, when it has a header to search.
+void MakeParts(Record* r) {
+  if (r->source.eh_frame_hdr == 0 || r->hi - r->lo <= kPartedAbove) return;
+  const uint32_t count = static_cast<uint32_t>(((r->hi - r->lo - 1) >> kCfiPartShift) + 1);
+  const size_t mapped = PageRound(count * sizeof(CfiPart));
+  void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return;  // decoded whole, then
+  r->parts = static_cast<CfiPart*>(p);  // zero-filled: no rows, not wanted
+  r->part_count = count;
+  r->parts_mapped = mapped;
+  r->part_tried.assign(count, 0);
+  g_stat_parts.fetch_add(count, std::memory_order_relaxed);
+}
+
+// Decodes `part` of a parted object if it has no rows and was not tried;
+// true if it has rows now. The whole object instead when its header cannot
+// be searched (then *whole_decoded: a new snapshot is needed).
+bool DecodeOnePart(Record* r, uint32_t part, bool* whole_decoded) {
+  if (part >= r->part_count || r->part_tried[part]) return false;
+  if (r->parts[part].rows.load(std::memory_order_relaxed) != nullptr) return false;
+  PartDecoded d;
+  try {
+    d = DecodePart(r, part);
+  } catch (const std::bad_alloc&) {
+    d = PartDecoded{};
+  }
+  if (d.whole) {
+    Decoded whole;
+    try {
+      whole = Decode(*r);
+    } catch (const std::bad_alloc&) {
+      whole = Decoded{};
+    }
+    if (whole.loader_busy) return false;
+    CommitLock lock;
+    Apply(whole, r);
+    *whole_decoded = true;
+    return r->rows != nullptr;
+  }
+  CommitLock lock;
+  r->part_tried[part] = 1;
+  if (d.block == nullptr) return false;
+  r->part_blocks.push_back(Mapping{d.block, d.mapped});
+  r->parts[part].rows.store(d.block, std::memory_order_release);
+  r->stat_parts_decoded += 1;
+  g_stat_parts_decoded.fetch_add(1, std::memory_order_relaxed);
+  CountRows(r, d.block->row_count, d.mapped);
+  return true;
+}
+
+// The parts of record `id` that walks asked for. True when a new snapshot
+// is needed (the object was decoded whole after all).
+bool DecodeWantedParts(Record* r, size_t id) {
+  const Presence presence = StillLoaded(*r);
+  if (presence == Presence::kLoaderBusy) {
+    if (id < static_cast<size_t>(kCfiMaxObjects)) g_wanted[id].store(1, std::memory_order_relaxed);
+    return false;
+  }
+  if (presence == Presence::kGone) return false;  // the next scan drops it
+  bool whole = false;
+  for (uint32_t part = 0; part < r->part_count && !whole; ++part) {
+    if (r->parts[part].wanted.exchange(0, std::memory_order_relaxed) == 0) continue;
+    DecodeOnePart(r, part, &whole);
+  }
+  return whole;
+}
+
+// The parts this process's fork children asked for (SharedWants::parts).
+void TakeChildrensParts(Tables* t, SharedWants* shared) {
+  const uint32_t end = std::min(shared->next.load(std::memory_order_acquire), kSharedParts);
+  while (g_shared_read < end) {
+    const uint32_t v = shared->parts[g_shared_read].load(std::memory_order_acquire);
+    if (v == 0) break;  // taken but not written yet: at the next tick
+    ++g_shared_read;
+    const uint32_t id = (v >> 20) - 1, part = v & 0xfffff;
+    if (id >= t->records.size() || id >= static_cast<uint32_t>(kCfiMaxObjects)) continue;
+    Record& r = t->records[id];
+    if (!r.present || r.parts == nullptr || part >= r.part_count) continue;
+    r.parts[part].wanted.store(1, std::memory_order_relaxed);
+    g_wanted[id].store(1, std::memory_order_relaxed);
+  }
+}
 
 void MaintainOnce() {
   if (g_tables == nullptr) {
@@ -501,19 +765,20 @@ void MaintainOnce() {
     void* page = mmap(nullptr, sizeof(SharedWants), PROT_READ | PROT_WRITE,
                       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (page != MAP_FAILED) {  // zero-filled: no flag set
-      g_shared_wants_own = true;
+      g_shared_wants_own.store(true, std::memory_order_relaxed);
       g_shared_wants.store(static_cast<SharedWants*>(page), std::memory_order_release);
     }
   }
-  SharedWants* const own_shared =
-      g_shared_wants_own ? g_shared_wants.load(std::memory_order_relaxed) : nullptr;
+  SharedWants* const own_shared = g_shared_wants_own.load(std::memory_order_relaxed)
+                                      ? g_shared_wants.load(std::memory_order_relaxed)
+                                      : nullptr;
   bool changed = false;
   uint64_t adds = 0, subs = 0;
   if (Counters(&adds, &subs) && (adds != t->adds || subs != t->subs)) {
     std::vector<Scanned> scanned;
     if (!ScanObjects(&scanned)) return;  // the loader busy: at the next tick
     // A fork child whose objects change no longer has its parent's ids.
-    if (!g_shared_wants_own && t->adds != ~uint64_t{0}) {
+    if (!g_shared_wants_own.load(std::memory_order_relaxed) && t->adds != ~uint64_t{0}) {
       g_shared_wants.store(nullptr, std::memory_order_relaxed);
     }
     CommitLock lock;
@@ -545,6 +810,7 @@ void MaintainOnce() {
         r.lo = s.lo;
         r.hi = s.hi;
         r.source = s.source;
+        MakeParts(&r);
         if (free_id < t->records.size()) {
           t->records[free_id] = std::move(r);
           seen[free_id] = true;
@@ -568,19 +834,22 @@ void MaintainOnce() {
       if (!r.present || seen[id]) continue;
       r.present = false;  // unloaded: its rows go once no handler reads them
       ++t->unloads;       // and cached rows of its addresses are stale
-      if (r.rows != nullptr) {
-        // Unmapped only after a snapshot without it is out: the current one
-        // still points at them.
-        t->unpublished.push_back(Mapping{r.rows, r.mapped});
-        g_stat_decoded.fetch_sub(1, std::memory_order_relaxed);  // the stats are of what is loaded
-        g_stat_rows.fetch_sub(r.row_count, std::memory_order_relaxed);
-        g_stat_bytes.fetch_sub(r.mapped, std::memory_order_relaxed);
-      }
+      // Unmapped only after a snapshot without it is out: the current one
+      // still points at them.
+      if (r.rows != nullptr) t->unpublished.push_back(Mapping{r.rows, r.mapped});
+      if (r.parts != nullptr) t->unpublished.push_back(Mapping{r.parts, r.parts_mapped});
+      t->unpublished.insert(t->unpublished.end(), r.part_blocks.begin(), r.part_blocks.end());
+      UncountRows(&r);  // the stats are of what is loaded
       r.rows = nullptr;
+      r.parts = nullptr;
+      r.part_blocks.clear();
+      r.copy.reset();
       changed = true;
     }
   }
+  if (own_shared != nullptr) TakeChildrensParts(t, own_shared);
   int present = 0;
+  const bool decode_all = g_decode_all.load(std::memory_order_relaxed);
   // Only this thread changes the records, so reading them needs no lock.
   for (size_t id = 0; id < t->records.size(); ++id) {
     if (!t->records[id].present) continue;
@@ -591,7 +860,11 @@ void MaintainOnce() {
         own_shared->wanted[id].exchange(0, std::memory_order_relaxed) != 0) {
       wanted = true;
     }
-    if (!wanted && !g_decode_all.load(std::memory_order_relaxed)) continue;
+    if (!wanted && !decode_all) continue;
+    if (t->records[id].parts != nullptr && !decode_all) {
+      if (DecodeWantedParts(&t->records[id], id)) changed = true;
+      continue;
+    }
     // The temporaries come from mmap (MmapAllocator), which throws when the
     // program's RLIMIT_AS leaves no room: the object keeps no rows (its
     // frames are walked by frame pointer), the program runs on.
@@ -626,8 +899,46 @@ void MaintainOnce() {
 
 }  // namespace
 
+bool CfiDecodeNow(uintptr_t pc) {
+  Tables* t = g_tables;
+  if (t == nullptr || g_maintainer.load(std::memory_order_relaxed) != pthread_self()) return false;
+  size_t id = 0;
+  while (id < t->records.size() &&
+         !(t->records[id].present && pc >= t->records[id].lo && pc < t->records[id].hi)) {
+    ++id;
+  }
+  if (id == t->records.size()) return false;
+  Record* r = &t->records[id];
+  if (r->rows != nullptr || r->tried) return false;
+  bool whole = false, built = false;
+  try {
+    if (r->parts != nullptr) {
+      if (StillLoaded(*r) != Presence::kLoaded) return false;
+      built = DecodeOnePart(r, static_cast<uint32_t>((pc - r->lo) >> kCfiPartShift), &whole);
+    } else {
+      const Decoded d = Decode(*r);
+      if (d.loader_busy) return false;
+      CommitLock lock;
+      Apply(d, r);
+      whole = true;
+      built = r->rows != nullptr;
+    }
+    if (whole) {
+      CommitLock lock;
+      if (Publish(t)) {
+        t->retired.insert(t->retired.end(), t->unpublished.begin(), t->unpublished.end());
+        t->unpublished.clear();
+      }
+    }
+  } catch (const std::bad_alloc&) {
+    return false;
+  }
+  return built;
+}
+
 void CfiMaintain() {
   if (!g_tables_wanted.load(std::memory_order_relaxed)) return;
+  g_maintainer.store(pthread_self(), std::memory_order_relaxed);
   RegisterForkHandlersOnce();
   try {
     MaintainOnce();
@@ -646,6 +957,8 @@ CfiStats CfiTableStats() {
   s.decode_ns = g_stat_decode_ns.load(std::memory_order_relaxed);
   s.misses = g_misses.load(std::memory_order_relaxed);
   s.skipped_fdes = g_stat_skipped.load(std::memory_order_relaxed);
+  s.parts = g_stat_parts.load(std::memory_order_relaxed);
+  s.parts_decoded = g_stat_parts_decoded.load(std::memory_order_relaxed);
   return s;
 }
 
@@ -654,7 +967,8 @@ std::string DescribeCfiStats(const CfiStats& s) {
          std::to_string(s.rows) + " rows (" + std::to_string(s.bytes >> 10) + " KiB) in " +
          std::to_string(s.decode_ns / 1000000) + " ms; " + std::to_string(s.misses) +
          " frames before their object's rows; " + std::to_string(s.skipped_fdes) +
-         " FDEs skipped";
+         " FDEs skipped; " + std::to_string(s.parts_decoded) + " of " + std::to_string(s.parts) +
+         " parts decoded";
 }
 
 }  // namespace dlprof

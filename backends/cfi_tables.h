@@ -11,11 +11,18 @@
 //    process has 300+ objects, and decoding them all when first seen took
 //    2.5 s of the collector's CPU and 74 MB for 5.9M rows, most of them in
 //    libraries no sample ever walked through.
+//    A big object is decoded by parts (64 KiB of its code each, kCfiPartShift):
+//    only the parts a walk landed in. libtorch_cpu has 1,289 parts, of which
+//    a training run's samples touch ~140; decoding it whole took ~130 ms of
+//    each torch process's collector (BENCHMARKS.md).
 //  * The signal handler (CfiLookup, inside a CfiReadSection) finds the row
-//    for a pc in the snapshot. A pc in an object without rows yet asks for
-//    them (one atomic store; in a fork child one more, in a page shared
-//    with the parent, which decodes them too: the children forked after it
-//    inherit the rows) and that frame is walked by frame pointer.
+//    for a pc in the snapshot. A pc in an object or part without rows yet
+//    asks for them (one atomic store; in a fork child one more, in a page
+//    shared with the parent, which decodes them too: the children forked
+//    after it inherit the rows). The walk stops there, and the collector
+//    finishes it from a copy of the stack once it has decoded the rows
+//    (backends/cfi_unwinder.h); where it cannot, the frame is walked by
+//    frame pointer.
 //
 // Memory: rows and snapshots live in mmap'd pages, not on the program's
 // heap. A snapshot or an unloaded object's rows are unmapped once no handler
@@ -28,6 +35,7 @@
 #ifndef DLPROF_BACKENDS_CFI_TABLES_H_
 #define DLPROF_BACKENDS_CFI_TABLES_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -53,14 +61,38 @@ constexpr int kCfiMaxObjects = 1024;
 // 74k rows of CPython was 17 dependent loads, 70 ns a frame.)
 constexpr int kCfiIndexShift = 8;
 
+// A big object's parts: [lo + (i << kCfiPartShift), lo + ((i + 1) << kCfiPartShift)).
+constexpr int kCfiPartShift = 16;
+
+// One decoded part: `row_count` rows (sorted; the first may start before
+// the part, in a function that runs into it), then an index of
+// 1 << (kCfiPartShift - kCfiIndexShift) granules of the part.
+struct CfiPartRows {
+  uint32_t row_count;
+  uint32_t index_count;
+  const CfiRow* rows() const { return reinterpret_cast<const CfiRow*>(this + 1); }
+  const uint32_t* index() const { return reinterpret_cast<const uint32_t*>(rows() + row_count); }
+};
+
+// A part's slot, written by the collector (rows, once, with release) and by
+// the handler (wanted).
+struct CfiPart {
+  std::atomic<const CfiPartRows*> rows;
+  std::atomic<uint8_t> wanted;
+};
+
 struct CfiObject {
   uintptr_t lo = 0, hi = 0;  // the executable segments, [lo, hi)
   uintptr_t base = 0;        // rows' pc_offset origin
+  // Decoded whole: rows and their index.
   const CfiRow* rows = nullptr;
   const uint32_t* index = nullptr;
   uint32_t row_count = 0;
   uint32_t index_count = 0;
   uint32_t id = 0;  // index of its want flag
+  // Decoded by parts (when rows is nullptr): `part_count` slots.
+  CfiPart* parts = nullptr;
+  uint32_t part_count = 0;
 };
 
 struct CfiSnapshot {
@@ -107,6 +139,12 @@ CfiFound CfiLookup(const CfiSnapshot* snapshot, uintptr_t pc, CfiRow* row);
 // a process that is never sampled (a shell that execs at once, a 3 ms
 // helper) decodes nothing.
 void CfiMaintain();
+// Decodes the rows for `pc` now, if its object or part has none yet and
+// they were not tried before: true when there are rows for it afterwards
+// that were not there before (a walk stopped there can go on). For the
+// collector's walks (backends/cfi_unwinder.h); does nothing (false) on any
+// thread but the one that runs CfiMaintain. Not signal-safe.
+bool CfiDecodeNow(uintptr_t pc);
 // Starts the tables, as a first walk does. Async-signal-safe: one relaxed
 // store.
 void CfiWantTables();
@@ -121,8 +159,10 @@ struct CfiStats {
   uint64_t rows = 0;
   uint64_t bytes = 0;     // of rows, mapped
   uint64_t decode_ns = 0; // collector time spent decoding, all objects
-  uint64_t misses = 0;    // frames walked by frame pointer: their object had no rows yet
+  uint64_t misses = 0;    // frames whose object or part had no rows yet
   long skipped_fdes = 0;  // corrupt or unfollowable FDEs
+  uint64_t parts = 0;          // of the objects decoded by parts
+  uint64_t parts_decoded = 0;  // of those
 };
 // Not signal-safe (reads the collector's counters; approximate while it runs).
 CfiStats CfiTableStats();

@@ -8,12 +8,16 @@
 // glibc internals), and the same answers as libunwind on code without frame
 // pointers: Debian's libc, libstdc++, zlib, and CPython's eval loop.
 //
-// A frame whose object has no rows yet (just loaded, or big and never
-// sampled before) is walked by frame pointer, and its object's rows are
-// asked for; so are frames with a rule the rows do not keep (a CFA
-// expression: PLT stubs, stack realignment).
+// A frame whose object or part has no rows yet (just loaded, or never
+// sampled before) asks for them, and the rest of the walk is left to the
+// collector, from a copy of the stack (cfi_unwinder.h); without a free slot
+// for it, the frame is walked by frame pointer, as are frames with a rule the
+// rows do not keep (a CFA expression: PLT stubs, stack realignment).
 #include <ucontext.h>
 
+#include <sys/mman.h>
+
+#include <atomic>
 #include <cstddef>
 #include <cstring>
 #include <limits>
@@ -42,22 +46,39 @@ bool ReadSignalFrame(const Reader& stack, uintptr_t uc, Regs* r) {
          stack.Read(gregs + REG_RBP * sizeof(greg_t), &r->fp);
 }
 
-// The walk from r (pcs[0] = r.pc already written, n = 1), shared by the
+// Where a walk stopped for rows not built yet: the frame's registers (its
+// pc is the last one written).
+struct WalkStop {
+  bool hit = false;
+  Regs r{};
+  bool fp_known = false;
+  bool interrupted = false;
+};
+
+// The walk from r (pcs[n - 1] = r.pc already written), shared by the
 // signal handler (Reader = StackReader, the live stack) and the collector
-// (CopyReader, a copy of a blocked thread's stack). `fp_known`: whether
-// r.fp holds the frame's %rbp. *not_built counts frames whose object had
-// no rows yet. This function is safe to call from asynchronous signals
-// when Reader's reads are; it does not allocate or lock.
+// (CopyReader, a copy of a stack). `fp_known`: whether r.fp holds the
+// frame's %rbp; `interrupted`: r.pc is an interrupted instruction, not a
+// return address. *not_built counts frames whose object or part had no
+// rows yet; with `stop`, the walk ends at the first of them, and *stop says
+// where. This function is safe to call from asynchronous signals when
+// Reader's reads are; it does not allocate or lock.
 template <class Reader>
-int Walk(Regs r, bool fp_known, const Reader& stack, const CfiSnapshot* snapshot,
-         uintptr_t* pcs, int n, int max, int* not_built) {
-  bool interrupted = true;  // r.pc is an interrupted instruction, not a return address
+int Walk(Regs r, bool fp_known, bool interrupted, const Reader& stack,
+         const CfiSnapshot* snapshot, uintptr_t* pcs, int n, int max, int* not_built,
+         WalkStop* stop) {
   while (n < max) {
     CfiRow row{};
     // A return address is the instruction after the call: its row is the
     // call's (the call may be the function's last instruction).
     const CfiFound found = CfiLookup(snapshot, interrupted ? r.pc : r.pc - 1, &row);
-    if (found == CfiFound::kNotBuilt) ++*not_built;
+    if (found == CfiFound::kNotBuilt) {
+      ++*not_built;
+      if (stop != nullptr) {
+        *stop = WalkStop{true, r, fp_known, interrupted};
+        return n;
+      }
+    }
     Regs next = r;
     if (found == CfiFound::kRow && (row.kind == kCfiSp || (row.kind == kCfiFp && fp_known))) {
       const uintptr_t cfa = (row.kind == kCfiSp ? r.sp : r.fp) + row.cfa_offset;
@@ -116,6 +137,68 @@ class CopyReader {
  private:
   const CopiedStack& c_;
 };
+
+// The deferred walks' slots (cfi_unwinder.h), mapped when the unwinder is
+// made: pages are touched only when a slot is used.
+// A slot's states: the handler takes a free one and fills it; the
+// collector decodes the rows its walk needs (prepared), then finishes it
+// and frees it.
+enum : uint32_t { kFree = 0, kFilling, kFilled, kPrepared };
+struct DeferredWalk {
+  std::atomic<uint32_t> taken;
+  Regs r;
+  bool fp_known;
+  bool interrupted;
+  uintptr_t lo;  // the copy holds the stack [lo, lo + size)
+  size_t size;
+  alignas(8) uint8_t bytes[kCfiDeferredStackBytes];
+};
+std::atomic<DeferredWalk*> g_deferred{nullptr};
+constexpr int kCfiMaxFinishedFrames = 512;  // core's kMaxFrames
+std::atomic<uint64_t> g_deferred_count{0}, g_finished_count{0}, g_no_slot_count{0};
+
+void MapDeferredWalks() {
+  if (g_deferred.load(std::memory_order_acquire) != nullptr) return;
+  void* p = mmap(nullptr, sizeof(DeferredWalk) * kCfiDeferredWalks, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return;  // walks are never deferred, then
+  DeferredWalk* expected = nullptr;
+  if (!g_deferred.compare_exchange_strong(expected, static_cast<DeferredWalk*>(p))) {
+    munmap(p, sizeof(DeferredWalk) * kCfiDeferredWalks);
+  }
+}
+
+// A free slot holding the rest of the walk from *stop; -1 if none is free or
+// the stack there cannot be copied. This function is safe to call from
+// asynchronous signals.
+int DeferWalk(const WalkStop& stop, const StackReader& stack) {
+  DeferredWalk* pool = g_deferred.load(std::memory_order_acquire);
+  if (pool == nullptr) return -1;
+  for (int k = 0; k < kCfiDeferredWalks; ++k) {
+    uint32_t expected = kFree;
+    if (pool[k].taken.load(std::memory_order_relaxed) != kFree ||
+        !pool[k].taken.compare_exchange_strong(expected, kFilling, std::memory_order_acquire)) {
+      continue;
+    }
+    DeferredWalk& d = pool[k];
+    uintptr_t from = 0;
+    const size_t size = stack.Copy(stop.r.sp, kCfiDeferredStackBytes, d.bytes, &from);
+    if (size == 0) {
+      d.taken.store(kFree, std::memory_order_release);
+      return -1;
+    }
+    d.r = stop.r;
+    d.fp_known = stop.fp_known;
+    d.interrupted = stop.interrupted;
+    d.lo = from;
+    d.size = size;
+    d.taken.store(kFilled, std::memory_order_release);
+    g_deferred_count.fetch_add(1, std::memory_order_relaxed);
+    return k;
+  }
+  g_no_slot_count.fetch_add(1, std::memory_order_relaxed);
+  return -1;
+}
 #endif
 
 class CfiUnwinder : public Unwinder {
@@ -123,8 +206,18 @@ class CfiUnwinder : public Unwinder {
   const char* name() const override { return "cfi"; }
   bool HoldsLocks() const override { return false; }
   void Maintain() override { CfiMaintain(); }
+  void PrepareThread() override {
+#if defined(__x86_64__)
+    MapDeferredWalks();
+#endif
+  }
   bool MaintainsCfiTables() const override { return true; }
-  std::string Describe() const override { return DescribeCfiStats(CfiTableStats()); }
+  std::string Describe() const override {
+    const CfiDeferredStats d = CfiDeferredWalkStats();
+    return DescribeCfiStats(CfiTableStats()) + "; " + std::to_string(d.deferred) +
+           " walks left to the collector, " + std::to_string(d.finished) + " finished, " +
+           std::to_string(d.no_slot) + " without a free slot";
+  }
 
   // This function is safe to call from asynchronous signals (and re-entrant).
   // It does not allocate, lock or fault.
@@ -141,11 +234,43 @@ class CfiUnwinder : public Unwinder {
     if (!stack.usable()) return n;
     const CfiReadSection section;
     int not_built = 0;
-    return Walk(r, /*fp_known=*/true, stack, section.snapshot(), pcs, n, max, &not_built);
+    return Walk(r, /*fp_known=*/true, /*interrupted=*/true, stack, section.snapshot(), pcs, n,
+                max, &not_built, nullptr);
 #else
     (void)bounds;
     pcs[0] = ContextPc(uc);
     return pcs[0] == 0 ? 0 : 1;
+#endif
+  }
+
+  // This function is safe to call from asynchronous signals. It does not
+  // allocate, lock or fault.
+  int UnwindDeferring(const ucontext_t* uc, const StackBounds& bounds, uintptr_t* pcs, int max,
+                      int* deferred) override {
+    *deferred = -1;
+#if defined(__x86_64__)
+    if (uc == nullptr || pcs == nullptr || max <= 0) return 0;
+    Regs r{static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RIP]),
+           static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RSP]),
+           static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RBP])};
+    if (r.pc == 0) return 0;
+    int n = 0;
+    pcs[n++] = r.pc;
+    const StackReader stack(bounds);
+    if (!stack.usable()) return n;
+    const CfiReadSection section;
+    int not_built = 0;
+    WalkStop stop;
+    n = Walk(r, /*fp_known=*/true, /*interrupted=*/true, stack, section.snapshot(), pcs, n, max,
+             &not_built, &stop);
+    if (!stop.hit) return n;
+    *deferred = DeferWalk(stop, stack);
+    if (*deferred >= 0) return n;
+    // No slot: on by frame pointer from the frame without rows.
+    return Walk(stop.r, stop.fp_known, stop.interrupted, stack, section.snapshot(), pcs, n, max,
+                &not_built, nullptr);
+#else
+    return Unwind(uc, bounds, pcs, max);
 #endif
   }
 };
@@ -188,12 +313,117 @@ int CfiWalkCopiedStack(uintptr_t pc, uintptr_t sp, const CopiedStack& stack, uin
   // No tables yet (no sample walked before): the lookup starts them, and
   // the caller walks again once they are there.
   if (section.snapshot() == nullptr) ++*not_built;
-  return Walk(r, /*fp_known=*/false, reader, section.snapshot(), pcs, 1, max, not_built);
+  return Walk(r, /*fp_known=*/false, /*interrupted=*/true, reader, section.snapshot(), pcs, 1, max,
+              not_built, nullptr);
 #else
   (void)sp;
   (void)stack;
   return 1;
 #endif
+}
+
+}  // namespace dlprof
+
+namespace dlprof {
+
+void CfiPrepareDeferredWalks() {
+#if defined(__x86_64__)
+  DeferredWalk* pool = g_deferred.load(std::memory_order_acquire);
+  if (pool == nullptr) return;
+  for (int k = 0; k < kCfiDeferredWalks; ++k) {
+    DeferredWalk& d = pool[k];
+    if (d.taken.load(std::memory_order_acquire) != kFilled) continue;
+    const CopiedStack copy{d.lo, d.bytes, d.size};
+    const CopyReader reader(copy);
+    uintptr_t frames[kCfiMaxFinishedFrames + 1];
+    frames[0] = d.r.pc;
+    int n = 1;
+    WalkStop at{true, d.r, d.fp_known, d.interrupted};
+    // Each round decodes the rows the walk stopped for and goes on, until
+    // it ends or stops where no rows are to be had.
+    for (int round = 0; round < 64 && n <= kCfiMaxFinishedFrames; ++round) {
+      CfiDecodeNow(at.interrupted ? at.r.pc : at.r.pc - 1);
+      const CfiReadSection section;
+      int not_built = 0;
+      WalkStop next;
+      const int before = n;
+      n = Walk(at.r, at.fp_known, at.interrupted, reader, section.snapshot(), frames, n,
+               kCfiMaxFinishedFrames + 1, &not_built, &next);
+      if (!next.hit || n == before) break;
+      at = next;
+    }
+    uint32_t filled = kFilled;
+    d.taken.compare_exchange_strong(filled, kPrepared, std::memory_order_release);
+  }
+#endif
+}
+
+int CfiFinishWalk(int deferred, uintptr_t* pcs, int max, bool now) {
+#if defined(__x86_64__)
+  DeferredWalk* pool = g_deferred.load(std::memory_order_acquire);
+  if (pool == nullptr || deferred < 0 || deferred >= kCfiDeferredWalks) return 0;
+  DeferredWalk& d = pool[deferred];
+  const uint32_t state = d.taken.load(std::memory_order_acquire);
+  if (state == kFree) return 0;
+  if (state != kPrepared && !now) return -1;
+  int appended = 0;
+  if (pcs != nullptr && max > 0) {
+    const CopiedStack copy{d.lo, d.bytes, d.size};
+    const CopyReader reader(copy);
+    // frames[0] is the frame the handler stopped at (already recorded).
+    uintptr_t frames[kCfiMaxFinishedFrames + 1];
+    const int limit = 1 + (max < kCfiMaxFinishedFrames ? max : kCfiMaxFinishedFrames);
+    frames[0] = d.r.pc;
+    const CfiReadSection section;
+    int not_built = 0;
+    // With the rows there are; a frame still without them is walked by
+    // frame pointer, as the handler would have.
+    const int n = Walk(d.r, d.fp_known, d.interrupted, reader, section.snapshot(), frames, 1,
+                       limit, &not_built, nullptr);
+    appended = n - 1;
+    for (int i = 0; i < appended; ++i) pcs[i] = frames[i + 1];
+  }
+  g_finished_count.fetch_add(1, std::memory_order_relaxed);
+  d.taken.store(kFree, std::memory_order_release);
+  return appended;
+#else
+  (void)deferred;
+  (void)pcs;
+  (void)max;
+  (void)now;
+  return 0;
+#endif
+}
+
+void CfiDropDeferredWalk(int deferred) {
+#if defined(__x86_64__)
+  DeferredWalk* pool = g_deferred.load(std::memory_order_acquire);
+  if (pool == nullptr || deferred < 0 || deferred >= kCfiDeferredWalks) return;
+  pool[deferred].taken.store(kFree, std::memory_order_release);
+#else
+  (void)deferred;
+#endif
+}
+
+void CfiForgetDeferredWalks() {
+#if defined(__x86_64__)
+  DeferredWalk* pool = g_deferred.load(std::memory_order_acquire);
+  if (pool == nullptr) return;
+  for (int k = 0; k < kCfiDeferredWalks; ++k) pool[k].taken.store(kFree, std::memory_order_relaxed);
+  g_deferred_count.store(0, std::memory_order_relaxed);
+  g_finished_count.store(0, std::memory_order_relaxed);
+  g_no_slot_count.store(0, std::memory_order_relaxed);
+#endif
+}
+
+CfiDeferredStats CfiDeferredWalkStats() {
+  CfiDeferredStats s;
+#if defined(__x86_64__)
+  s.deferred = g_deferred_count.load(std::memory_order_relaxed);
+  s.finished = g_finished_count.load(std::memory_order_relaxed);
+  s.no_slot = g_no_slot_count.load(std::memory_order_relaxed);
+#endif
+  return s;
 }
 
 }  // namespace dlprof

@@ -29,6 +29,41 @@ struct CopiedStack {
 int CfiWalkCopiedStack(uintptr_t pc, uintptr_t sp, const CopiedStack& stack, uintptr_t* pcs,
                        int max, int* not_built);
 
+// Walks the signal handler left to the collector. When a sampled walk
+// reaches a frame whose object or part has no rows yet, the handler keeps
+// the registers at that frame and a copy of the stack above it (up to
+// kCfiDeferredStackBytes) in one of kCfiDeferredWalks preallocated slots,
+// and records the frames so far with the slot's handle
+// (Unwinder::UnwindDeferring). The collector decodes the rows and finishes
+// the walk from the copy. Without a free slot, or when the copy cannot be
+// made, the handler walks on by frame pointer, as before.
+constexpr int kCfiDeferredWalks = 16;
+constexpr size_t kCfiDeferredStackBytes = size_t{32} << 10;
+
+// Decodes the rows the kept walks need (CfiDecodeNow, round after round
+// as each walk goes further). Collector only, outside any lock fork()
+// takes (the tables' commit lock is taken by fork's atfork handler first).
+// Not signal-safe.
+void CfiPrepareDeferredWalks();
+// Appends to pcs (up to `max`) the frames after the one the handler stopped
+// at, walked with the rows there are, and frees the slot. Returns how many
+// were appended; -1 (the slot kept) when CfiPrepareDeferredWalks has not
+// seen the walk yet, unless `now`. Not signal-safe.
+int CfiFinishWalk(int deferred, uintptr_t* pcs, int max, bool now);
+// Frees a slot whose walk will never be finished (its record was dropped).
+// Async-signal-safe.
+void CfiDropDeferredWalk(int deferred);
+// In a fork child: the parent's slots belong to records the child never
+// reads. Async-signal-safe (stores only).
+void CfiForgetDeferredWalks();
+
+struct CfiDeferredStats {
+  uint64_t deferred = 0;  // walks left to the collector
+  uint64_t finished = 0;  // of those, finished (the rest: dropped or pending)
+  uint64_t no_slot = 0;   // walks that would have been, but found no free slot
+};
+CfiDeferredStats CfiDeferredWalkStats();
+
 }  // namespace dlprof
 
 #endif  // DLPROF_BACKENDS_CFI_UNWINDER_H_

@@ -29,10 +29,10 @@ constexpr uint8_t kPeDatarel = 0x30;
 // length or offset ends the entry, not the process.
 class Reader {
  public:
-  Reader(uintptr_t lo, uintptr_t hi, uintptr_t at, const unsigned char* copy)
-      : lo_(lo), hi_(hi), pos_(at), copy_(copy) {}
+  Reader(uintptr_t lo, uintptr_t hi, uintptr_t at, const unsigned char* copy, CopyFiller* filler)
+      : lo_(lo), hi_(hi), pos_(at), copy_(copy), filler_(filler) {}
   Reader(const EhFrameSource& src, uintptr_t at)
-      : Reader(src.readable_lo, src.readable_hi, at, src.copy) {}
+      : Reader(src.readable_lo, src.readable_hi, at, src.copy, src.filler) {}
   bool ok() const { return ok_; }
   uintptr_t pos() const { return pos_; }
   void Seek(uintptr_t at) { pos_ = at; }
@@ -105,7 +105,7 @@ class Reader {
       default: ok_ = false; return 0;  // textrel, funcrel, aligned: not in .eh_frame on Linux
     }
     if (enc & kPeIndirect) {
-      Reader at(lo_, hi_, static_cast<uintptr_t>(v), copy_);
+      Reader at(lo_, hi_, static_cast<uintptr_t>(v), copy_, filler_);
       v = at.Fixed<uint64_t>();
       if (!at.ok()) ok_ = false;
     }
@@ -115,10 +115,16 @@ class Reader {
  private:
   bool Need(uint64_t n) {
     if (!ok_ || pos_ < lo_ || pos_ > hi_ || hi_ - pos_ < n) ok_ = false;
+    if (ok_ && filler_ != nullptr && (pos_ < ready_lo_ || pos_ >= ready_hi_ || n > ready_hi_ - pos_) &&
+        !filler_->Ensure(pos_, n, &ready_lo_, &ready_hi_)) {
+      ok_ = false;
+    }
     return ok_;
   }
   uintptr_t lo_, hi_, pos_;
   const unsigned char* copy_;
+  CopyFiller* filler_;
+  uintptr_t ready_lo_ = 0, ready_hi_ = 0;  // filled already (filler_)
   bool ok_ = true;
 };
 
@@ -581,6 +587,62 @@ bool DecodeEhFrame(const EhFrameSource& src, CfiRowVector* rows, std::string* er
       bad += h.count - i;
       break;
     }
+    if (!DecodeFde(src, static_cast<uintptr_t>(fde_at), initial, &cies, rows)) ++bad;
+  }
+  if (skipped != nullptr) *skipped = bad;
+  return true;
+}
+
+bool DecodeEhFrameRange(const EhFrameSource& src, uintptr_t pc_lo, uintptr_t pc_hi,
+                        CfiRowVector* rows, std::string* error, long* skipped) {
+  constexpr uint8_t kDatarelSdata4 = kPeDatarel | 0x0b, kDatarelUdata4 = kPeDatarel | 0x03;
+  if (src.eh_frame_hdr == 0) {
+    *error = "no .eh_frame_hdr";
+    return false;
+  }
+  const Header h = ReadHeader(src);
+  if (h.count < 0) {
+    *error = "no .eh_frame_hdr search table we can read";
+    return false;
+  }
+  if (h.table_encoding != kDatarelSdata4 && h.table_encoding != kDatarelUdata4) {
+    *error = "a search table of variable-size entries";
+    return false;
+  }
+  if (static_cast<uint64_t>(h.count) > (src.readable_hi - h.table) / 8) {
+    *error = "a search table longer than its segment";
+    return false;
+  }
+  // Entry i is at table + 8 i: its initial pc, then its FDE's address.
+  auto initial_pc = [&](long i, bool* ok) {
+    Reader r(src, h.table + 8 * static_cast<uintptr_t>(i));
+    const uint64_t pc = r.Encoded(h.table_encoding, src.eh_frame_hdr);
+    *ok = r.ok();
+    return pc;
+  };
+  // The first entry at or above pc_lo.
+  long lo = 0, hi = h.count;
+  while (lo < hi) {
+    const long mid = lo + (hi - lo) / 2;
+    bool ok = false;
+    const uint64_t pc = initial_pc(mid, &ok);
+    if (!ok) {
+      *error = "an unreadable search table";
+      return false;
+    }
+    if (pc < pc_lo) lo = mid + 1; else hi = mid;
+  }
+  long bad = 0;
+  std::unordered_map<uintptr_t, Cie> cies;
+  Reader table(src, h.table + 8 * static_cast<uintptr_t>(lo > 0 ? lo - 1 : 0));
+  for (long i = lo > 0 ? lo - 1 : 0; i < h.count; ++i) {
+    const uint64_t initial = table.Encoded(h.table_encoding, src.eh_frame_hdr);
+    const uint64_t fde_at = table.Encoded(h.table_encoding, src.eh_frame_hdr);
+    if (!table.ok()) {
+      ++bad;
+      break;
+    }
+    if (i >= lo && initial >= pc_hi) break;
     if (!DecodeFde(src, static_cast<uintptr_t>(fde_at), initial, &cies, rows)) ++bad;
   }
   if (skipped != nullptr) *skipped = bad;

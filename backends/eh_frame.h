@@ -74,6 +74,18 @@ struct MmapAllocator {
 using CfiRowVector = std::vector<CfiRow, MmapAllocator<CfiRow>>;
 using ByteVector = std::vector<unsigned char, MmapAllocator<unsigned char>>;
 
+// Fills a copy on demand: `EhFrameSource::copy` may be a reservation whose
+// chunks are copied in only when a read needs them (a part's decode reads a
+// few KB of libtorch's 15 MB of unwind sections).
+class CopyFiller {
+ public:
+  virtual ~CopyFiller() = default;
+  // Makes [addr, addr + n) of the copy hold the object's bytes; false if
+  // they cannot be read. *ready_lo, *ready_hi: a range around it that is
+  // ready too (the reader asks again only outside it).
+  virtual bool Ensure(uintptr_t addr, size_t n, uintptr_t* ready_lo, uintptr_t* ready_hi) = 0;
+};
+
 // Where an object's unwind information lies in memory.
 struct EhFrameSource {
   uintptr_t eh_frame_hdr = 0;  // runtime address of .eh_frame_hdr (PT_GNU_EH_FRAME)
@@ -84,6 +96,8 @@ struct EhFrameSource {
   // itself (nullptr: read in place). Addresses in the tables stay the
   // original ones; only where the bytes come from changes.
   const unsigned char* copy = nullptr;
+  // Set when `copy` is filled on demand; nullptr: it is whole.
+  CopyFiller* filler = nullptr;
   // Without a header (linked with --no-eh-frame-hdr): .eh_frame itself, from
   // the file's section headers, walked entry by entry.
   uintptr_t eh_frame = 0;
@@ -112,6 +126,15 @@ uintptr_t EhFrameStart(const EhFrameSource& source);
 // unbounded loop. False (and *error) if the header itself cannot be read.
 bool DecodeEhFrame(const EhFrameSource& source, CfiRowVector* rows, std::string* error,
                    long* skipped = nullptr);
+
+// The same for the FDEs that cover [pc_lo, pc_hi) only: those starting in
+// it, and the one before (a function that starts earlier may run into it).
+// The rows are sorted; the first may start before pc_lo. Needs the header's
+// search table in its usual fixed-size encoding (4-byte offsets from the
+// header, as GNU ld, gold and lld write it): false and *error otherwise, and
+// the caller decodes the whole object instead.
+bool DecodeEhFrameRange(const EhFrameSource& source, uintptr_t pc_lo, uintptr_t pc_hi,
+                        CfiRowVector* rows, std::string* error, long* skipped = nullptr);
 
 }  // namespace dlprof
 

@@ -43,6 +43,33 @@ class StackReader {
     *out = *reinterpret_cast<const uintptr_t*>(addr);
     return true;
   }
+  // Copies the stack from `from` (aligned down to a word) up to the end of
+  // the range holding it, at most `max_bytes`, into `out`; returns the bytes
+  // copied (0 if `from` is in neither range) and sets *copied_from. Word by
+  // word through volatile loads: not turned into a call to memcpy, which
+  // ASan would check against the redzones of instrumented frames.
+  // This function is safe to call from asynchronous signals.
+  __attribute__((no_sanitize("address"))) size_t Copy(uintptr_t from, size_t max_bytes,
+                                                      uint8_t* out,
+                                                      uintptr_t* copied_from) const {
+    from &= ~uintptr_t{7};
+    uintptr_t end = 0;
+    if (from >= lo_ && from < hi_) {
+      end = hi_;
+    } else if (from >= alt_lo_ && from < alt_hi_) {
+      end = alt_hi_;
+    } else {
+      return 0;
+    }
+    end &= ~uintptr_t{7};
+    if (end <= from) return 0;
+    size_t bytes = end - from < max_bytes ? end - from : max_bytes & ~size_t{7};
+    const volatile uintptr_t* src = reinterpret_cast<const volatile uintptr_t*>(from);
+    uintptr_t* dst = reinterpret_cast<uintptr_t*>(out);
+    for (size_t i = 0; i < bytes / sizeof(uintptr_t); ++i) dst[i] = src[i];
+    *copied_from = from;
+    return bytes;
+  }
 
  private:
   uintptr_t lo_;

@@ -45,6 +45,16 @@ class Unwinder {
   virtual int Unwind(const ucontext_t* uc, const StackBounds& bounds,
                      uintptr_t* pcs, int max) = 0;
 
+  // Unwind, except that a walk reaching a frame whose unwind rows are not
+  // built yet may stop there and leave the rest to the collector
+  // (CfiFinishWalk, backends/cfi_unwinder.h): *deferred is then its handle,
+  // else -1. Same contract as Unwind; the default never defers.
+  virtual int UnwindDeferring(const ucontext_t* uc, const StackBounds& bounds, uintptr_t* pcs,
+                              int max, int* deferred) {
+    *deferred = -1;
+    return Unwind(uc, bounds, pcs, max);
+  }
+
   // Called once per process, on its first thread, outside any signal
   // handler: bind lazily-bound symbols, create process-wide state. Per-thread
   // caches are built by each thread's first Unwind() (the core no longer

@@ -371,7 +371,7 @@ bool Collector::StackWords(uint32_t id, std::vector<uint64_t>* words) const {
   return false;
 }
 
-void Collector::DrainSamples(ThreadSlot* s) {
+void Collector::DrainSamples(ThreadSlot* s, bool now) {
   WordRing& ring = s->samples;
   if (!ring.ready()) return;
   uint64_t pos = ring.ReadPos();
@@ -382,7 +382,8 @@ void Collector::DrainSamples(ThreadSlot* s) {
   while (pos + 2 <= end) {
     uint64_t head = ring.Get(pos);
     if (head >> 56 != kSampleTag) break;  // cannot happen with a correct producer
-    uint32_t frames = head & 0xffff;
+    const bool deferred = (head & kSampleDeferredBit) != 0;
+    uint32_t frames = head & 0x7fff;
     uint32_t depth = (head >> 16) & 0xff;
     uint32_t extra = (head >> 32) & 0xffff;
     uint32_t py_frames = (head >> 48) & 0xff;
@@ -398,6 +399,17 @@ void Collector::DrainSamples(ThreadSlot* s) {
     w += (depth + 1) / 2;
     for (uint32_t i = 0; i < frames; ++i) pcs[i] = ring.Get(w + i);
     w += frames;
+    if (deferred) {
+      // The walk's rest: the handler stopped at a frame without rows. Until
+      // the collector has decoded them (outside this lock), the record and
+      // those after it wait in the ring; the last drain takes it as it is.
+      const int max = g_sampler.max_frames - static_cast<int>(frames);
+      const int rest = CfiFinishWalk(static_cast<int>(ring.Get(w)), pcs + frames,
+                                     max > 0 ? max : 0, now);
+      if (rest < 0) break;
+      frames += static_cast<uint32_t>(rest);
+      w += 1;
+    }
     // Python frames follow the pcs in the stack (include/dlprof/format.h).
     uint32_t n = frames;
     for (uint32_t i = 0; i < py_frames && py != nullptr; ++i) {
@@ -446,7 +458,7 @@ void Collector::Drain() {
     ThreadSlot* s = SlotAt(i);
     int state = s->state.load(std::memory_order_acquire);
     if (state != kSlotLive && state != kSlotExited) continue;
-    DrainSamples(s);
+    DrainSamples(s, finishing_ || state == kSlotExited);
     DrainEvents(s);
     if (state == kSlotExited) {
       EndWallRun(s);
@@ -847,8 +859,8 @@ void Collector::Finish(int64_t end_ns) {
   // A last tick, so each thread's wall time runs to the end, not to the
   // last regular tick (up to 1.5 slow periods earlier).
   SnapshotTick(end_ns);
+  finishing_ = true;  // deferred walks are finished with the rows there are
   Drain();
-  finishing_ = true;
   if (Flush()) WriteEnd(end_ns);
   ReleasePrivate(&kept_);
   opened_ = false;

@@ -87,7 +87,9 @@ class Collector {
   uint32_t ThreadIndex(ThreadSlot* s);
   uint32_t InternPath(const uint32_t* stages, uint32_t depth);
   uint32_t InternStack(const uint64_t* pcs, uint32_t n);
-  void DrainSamples(ThreadSlot* s);
+  // `now`: walks the handler left are finished at once (the thread is gone,
+  // or this is the last drain), not left in the ring for the next tick.
+  void DrainSamples(ThreadSlot* s, bool now);
   void DrainEvents(ThreadSlot* s);
   // Writes the thread's open run of wall ticks into the WALL_STACKS stream.
   void EndWallRun(ThreadSlot* s);

@@ -21,6 +21,7 @@
 #endif
 
 #include "backends/cfi_tables.h"
+#include "backends/cfi_unwinder.h"
 #include "core/fault_handler.h"
 #include "core/proc_maps.h"
 #include "core/python_frames.h"
@@ -125,6 +126,8 @@ void UnlockedChores() {
   // The cfi tables serve the collector's walks of blocked threads whatever
   // the unwinder (nothing is decoded until a walk asks for tables).
   if (u == nullptr || !u->MaintainsCfiTables()) CfiMaintain();
+  // The rows the walks the handler left need: Drain finishes them.
+  CfiPrepareDeferredWalks();
   // A SIGPROF handler installed around the interposer (sigset(), a raw
   // syscall): step aside within a tick. Not under the collector lock (the
   // check takes the signal views' lock, which fork takes first).

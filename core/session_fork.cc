@@ -9,6 +9,7 @@
 #include "core/annotations.h"
 #include "core/proc_maps.h"
 #include "core/session_internal.h"
+#include "backends/cfi_unwinder.h"
 #include "core/signal_handler.h"
 #include "core/signals.h"
 
@@ -85,6 +86,7 @@ void ResetInForkChild() {
   UnlockAnnotationsAfterFork();
   ResetSignalLockInForkChild();
   g_sampler.fork_fence.store(0);
+  CfiForgetDeferredWalks();  // they belong to the parent's records
   g_collector_running.store(false);
   ForgetParentCollector();
   g_mailbox.ResetInForkChild();  // the parent's requests, not ours

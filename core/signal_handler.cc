@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "backends/backend_factories.h"
+#include "backends/cfi_unwinder.h"
 #include "core/proc_maps.h"
 #include "core/python_frames.h"
 #include "core/raw_syscall.h"
@@ -95,9 +96,12 @@ __attribute__((noinline)) void TakeSample(void* arg) {
 
   uintptr_t pcs[kMaxFrames];
   t_in_unwind = true;  // the loader is only tried, never waited for (proc_maps.h)
-  int frames = unwinder->Unwind(call->uc, BoundsAt(s->bounds, call->uc), pcs, g_sampler.max_frames);
+  int deferred = -1;
+  int frames = unwinder->UnwindDeferring(call->uc, BoundsAt(s->bounds, call->uc), pcs,
+                                         g_sampler.max_frames, &deferred);
   t_in_unwind = false;
   if (frames < 0) frames = 0;
+  const size_t deferred_words = deferred >= 0 ? 1 : 0;
   uint64_t py[kPyFrameWords * kMaxPythonFrames];
   const int py_frames = WalkPythonFrames(s, py, kMaxPythonFrames);
   uint32_t depth = s->depth.load(std::memory_order_relaxed);
@@ -128,16 +132,19 @@ __attribute__((noinline)) void TakeSample(void* arg) {
   }
 
   const size_t stage_words = (depth + 1) / 2;
-  const size_t n = 2 + stage_words + static_cast<size_t>(frames) +
+  const size_t n = 2 + stage_words + static_cast<size_t>(frames) + deferred_words +
                    static_cast<size_t>(kPyFrameWords * py_frames);
   uint64_t pos = s->samples.Reserve(n);
   if (pos == UINT64_MAX) {
     s->dropped_ring.fetch_add(1, std::memory_order_relaxed);
+    if (deferred >= 0) CfiDropDeferredWalk(deferred);
   } else {
     // Word by word: no memcpy inside the signal handler.
     s->samples.Put(pos, kSampleTag << 56 | static_cast<uint64_t>(py_frames) << 48 |
                             static_cast<uint64_t>(extra) << 32 |
-                            static_cast<uint64_t>(depth) << 16 | static_cast<uint64_t>(frames));
+                            static_cast<uint64_t>(depth) << 16 |
+                            (deferred >= 0 ? kSampleDeferredBit : 0) |
+                            static_cast<uint64_t>(frames));
     s->samples.Put(pos + 1, static_cast<uint64_t>(start));
     for (size_t w = 0; w < stage_words; ++w) {
       uint64_t lo = s->stages[2 * w].load(std::memory_order_relaxed);
@@ -145,7 +152,10 @@ __attribute__((noinline)) void TakeSample(void* arg) {
       s->samples.Put(pos + 2 + w, lo | hi << 32);
     }
     for (int f = 0; f < frames; ++f) s->samples.Put(pos + 2 + stage_words + f, pcs[f]);
-    const uint64_t py_pos = pos + 2 + stage_words + static_cast<uint64_t>(frames);
+    if (deferred >= 0) {
+      s->samples.Put(pos + 2 + stage_words + frames, static_cast<uint64_t>(deferred));
+    }
+    const uint64_t py_pos = pos + 2 + stage_words + static_cast<uint64_t>(frames) + deferred_words;
     for (int w = 0; w < kPyFrameWords * py_frames; ++w) s->samples.Put(py_pos + w, py[w]);
     s->samples.Commit(pos, n);
     s->samples_taken.fetch_add(1, std::memory_order_relaxed);

@@ -21,8 +21,11 @@ constexpr int kMaxFrames = 512;
 //   word 1: CLOCK_MONOTONIC ns
 //   ceil(depth / 2) words: stage ids, two per word, outermost first
 //   frame count words: pcs, leaf first
+//   with kSampleDeferredBit in word 0, one word: the handle of the walk's
+//   rest, which the collector finishes (CfiFinishWalk)
 //   kPyFrameWords words per Python frame, innermost first (core/python_frames.h)
 constexpr uint64_t kSampleTag = 0xD1;
+constexpr uint64_t kSampleDeferredBit = uint64_t{1} << 15;  // in the frame count's 16 bits
 
 struct SamplerState {
   Unwinder* unwinder = nullptr;
