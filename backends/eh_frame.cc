@@ -632,6 +632,18 @@ bool DecodeEhFrameRange(const EhFrameSource& src, uintptr_t pc_lo, uintptr_t pc_
     }
     if (pc < pc_lo) lo = mid + 1; else hi = mid;
   }
+  // And the first at or above pc_hi: the rows are reserved at once (each
+  // growth of an mmap'd vector is a new mapping, populated, and a copy).
+  long end = lo, top = h.count;
+  while (end < top) {
+    const long mid = end + (top - end) / 2;
+    bool ok = false;
+    const uint64_t pc = initial_pc(mid, &ok);
+    if (!ok) break;
+    if (pc < pc_hi) end = mid + 1; else top = mid;
+  }
+  constexpr size_t kRowsPerFde = 7;  // 6.4 in libtorch_cpu
+  rows->reserve(rows->size() + static_cast<size_t>(end - lo + 1) * kRowsPerFde + 16);
   long bad = 0;
   std::unordered_map<uintptr_t, Cie> cies;
   Reader table(src, h.table + 8 * static_cast<uintptr_t>(lo > 0 ? lo - 1 : 0));
