@@ -72,12 +72,13 @@ int Walk(Regs r, bool fp_known, bool interrupted, const Reader& stack,
     // A return address is the instruction after the call: its row is the
     // call's (the call may be the function's last instruction).
     const CfiFound found = CfiLookup(snapshot, interrupted ? r.pc : r.pc - 1, &row);
-    if (found == CfiFound::kNotBuilt) {
-      ++*not_built;
-      if (stop != nullptr) {
-        *stop = WalkStop{true, r, fp_known, interrupted};
-        return n;
-      }
+    if (found == CfiFound::kNotBuilt) ++*not_built;
+    // No rows yet, or an object the tables do not list yet (loaded since
+    // the collector's last scan, or the tables not started): the collector
+    // may know more by its next tick.
+    if (stop != nullptr && found != CfiFound::kRow) {
+      *stop = WalkStop{true, r, fp_known, interrupted};
+      return n;
     }
     Regs next = r;
     if (found == CfiFound::kRow && (row.kind == kCfiSp || (row.kind == kCfiFp && fp_known))) {
