@@ -223,34 +223,24 @@ class CfiUnwinder : public Unwinder {
   // This function is safe to call from asynchronous signals (and re-entrant).
   // It does not allocate, lock or fault.
   int Unwind(const ucontext_t* uc, const StackBounds& bounds, uintptr_t* pcs, int max) override {
-    if (uc == nullptr || pcs == nullptr || max <= 0) return 0;
-#if defined(__x86_64__)
-    Regs r{static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RIP]),
-           static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RSP]),
-           static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RBP])};
-    if (r.pc == 0) return 0;
-    int n = 0;
-    pcs[n++] = r.pc;
-    const StackReader stack(bounds);
-    if (!stack.usable()) return n;
-    const CfiReadSection section;
-    int not_built = 0;
-    return Walk(r, /*fp_known=*/true, /*interrupted=*/true, stack, section.snapshot(), pcs, n,
-                max, &not_built, nullptr);
-#else
-    (void)bounds;
-    pcs[0] = ContextPc(uc);
-    return pcs[0] == 0 ? 0 : 1;
-#endif
+    return Sample(uc, bounds, pcs, max, nullptr);
   }
 
   // This function is safe to call from asynchronous signals. It does not
   // allocate, lock or fault.
   int UnwindDeferring(const ucontext_t* uc, const StackBounds& bounds, uintptr_t* pcs, int max,
                       int* deferred) override {
-    *deferred = -1;
-#if defined(__x86_64__)
+    return Sample(uc, bounds, pcs, max, deferred);
+  }
+
+ private:
+  // The walk from a signal's context; with `deferred`, it may be left to
+  // the collector at the first frame without rows (*deferred: the slot).
+  int Sample(const ucontext_t* uc, const StackBounds& bounds, uintptr_t* pcs, int max,
+             int* deferred) {
+    if (deferred != nullptr) *deferred = -1;
     if (uc == nullptr || pcs == nullptr || max <= 0) return 0;
+#if defined(__x86_64__)
     Regs r{static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RIP]),
            static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RSP]),
            static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RBP])};
@@ -263,7 +253,7 @@ class CfiUnwinder : public Unwinder {
     int not_built = 0;
     WalkStop stop;
     n = Walk(r, /*fp_known=*/true, /*interrupted=*/true, stack, section.snapshot(), pcs, n, max,
-             &not_built, &stop);
+             &not_built, deferred != nullptr ? &stop : nullptr);
     if (!stop.hit) return n;
     *deferred = DeferWalk(stop, stack);
     if (*deferred >= 0) return n;
@@ -271,7 +261,9 @@ class CfiUnwinder : public Unwinder {
     return Walk(stop.r, stop.fp_known, stop.interrupted, stack, section.snapshot(), pcs, n, max,
                 &not_built, nullptr);
 #else
-    return Unwind(uc, bounds, pcs, max);
+    (void)bounds;
+    pcs[0] = ContextPc(uc);
+    return pcs[0] == 0 ? 0 : 1;
 #endif
   }
 };

@@ -6,10 +6,10 @@
 #include <memory>
 #include <string>
 
+#include "backends/cfi_unwinder.h"
 #include "core/annotations.h"
 #include "core/proc_maps.h"
 #include "core/session_internal.h"
-#include "backends/cfi_unwinder.h"
 #include "core/signal_handler.h"
 #include "core/signals.h"
 
