@@ -181,11 +181,15 @@ int CompareAndWalk(const void* a, const void* b) {
   return (x > y) - (x < y);
 }
 
+uintptr_t g_after_qsort = 0;  // an address in SortThroughLibc after its call of qsort
+
 __attribute__((noinline)) void SortThroughLibc() {
   std::vector<int> v(64);
   for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int>((i * 37) % 64);
   qsort(v.data(), v.size(), sizeof(int), CompareAndWalk);
-  asm volatile("" ::: "memory");  // no tail call: this frame stays
+  uintptr_t here;
+  asm volatile("lea 0(%%rip), %0" : "=r"(here) : : "memory");  // no tail call: this frame stays
+  g_after_qsort = here;
 }
 
 TEST(CfiParts, AWalkStoppedAtAPartWithoutRowsIsFinishedByTheCollector) {
@@ -209,10 +213,11 @@ TEST(CfiParts, AWalkStoppedAtAPartWithoutRowsIsFinishedByTheCollector) {
   EXPECT_GT(walk.finished.size(), 3u) << "the collector added too few frames";
   EXPECT_EQ(whole, walk.reference) << "deferred and finished walks differ from the full walk";
   EXPECT_GE(stats.finished, 1u);
-  // The walk reaches this test's caller: SortThroughLibc's frame is in it.
+  // The walk reaches this test's caller: qsort's return address in
+  // SortThroughLibc is in it.
   const uintptr_t sort_fn = reinterpret_cast<uintptr_t>(&SortThroughLibc);
   bool through_sort = false;
-  for (uintptr_t pc : whole) through_sort |= pc > sort_fn && pc < sort_fn + 512;
+  for (uintptr_t pc : whole) through_sort |= pc > sort_fn && pc <= g_after_qsort;
   EXPECT_TRUE(through_sort) << "the walk never reached SortThroughLibc";
 }
 
@@ -243,7 +248,9 @@ TEST(CfiParts, AWalkThroughALibraryLoadedSinceTheLastScanIsFinished) {
   std::unique_ptr<Unwinder> unwinder = MakeUnwinder("cfi", &error);
   ASSERT_NE(unwinder, nullptr) << error;
   unwinder->PrepareThread();
-  ASSERT_EQ(dlopen("libbz2.so.1", RTLD_NOW | RTLD_NOLOAD), nullptr) << "libbz2 is loaded already";
+  if (dlopen("libbz2.so.1", RTLD_NOW | RTLD_NOLOAD) != nullptr) {
+    GTEST_SKIP() << "libbz2 is loaded already (a sanitizer build's libraries load it)";
+  }
   CfiWantTables();
   CfiMaintain();
   {
