@@ -102,11 +102,17 @@ sanitized_serial='^Scenarios/'
 # thread (the test's thread churn) held at the fork; this ASan runtime does
 # not hold that lock across fork(). Any fork child that starts a thread
 # meets it there, with or without dlprof; the normal pass runs the test.
+# PythonFrames.RobustnessMinuteAt1000HzNamesOnlyRealFunctions: the same
+# hang, met by its forks (a third of its cycles fork while a background
+# thread creates and joins threads): in a fresh-clone CI run a fork child
+# wrote only its profile's header (the collector thread never started) and
+# the parent waited for it until the test's kill at 100 s. It passed in 75 s
+# in the same build here. The normal pass runs it.
 # TorchPipelineUnmarked. and TorchPipelinePreload.: verdict runs as the
 # Scenarios are, with the same trouble here: the augment-bound script's own
 # clock put its wait at 0.05 under ASan (0.65-0.73 in the normal pass). They
 # run in the normal pass.
-asan_excluded='^(HostileTest\.FoldedStacksKeepTheirShape|Scenarios/.*|TorchPipelineUnmarked\..*|TorchPipelinePreload\..*|Faults\.StressForkExecDlopenMallocAt1000HzNeitherHangsNorCrashes)$'
+asan_excluded='^(HostileTest\.FoldedStacksKeepTheirShape|Scenarios/.*|TorchPipelineUnmarked\..*|TorchPipelinePreload\..*|Faults\.StressForkExecDlopenMallocAt1000HzNeitherHangsNorCrashes|PythonFrames\.RobustnessMinuteAt1000HzNamesOnlyRealFunctions)$'
 # Under TSan every test runs but those that cannot hold there (RELIABILITY.md):
 # - AllUnwinders/: TSan delivers asynchronous signals at its next safe point,
 #   with a copy of the interrupted context, so a sample's stack is not where
