@@ -19,6 +19,7 @@
 #include "readers/pprof_reader.h"
 #include "readers/profile.h"
 #include "tests/support/files.h"
+#include "tests/support/sanitizer.h"
 #include "tests/support/subprocess.h"
 
 namespace dlprof {
@@ -172,8 +173,13 @@ TEST_F(ReportAgreement, AStagesRowAddsUpToItsWallTime) {
     EXPECT_EQ(wall, want_wall) << name;
   }
 
-  // The evidence's figures for the bottleneck stage.
+  // The evidence's figures for the bottleneck stage. Under a sanitizer the
+  // instrumented model slows more than the uninstrumented libjpeg, and the
+  // known bottleneck moves (the Scenarios/ tests are out of the sanitizer
+  // passes for it): in two fresh-clone TSan passes the run came out
+  // model-bound, with no bottleneck stage to check the evidence of.
   const std::string stage = Summary()["verdict"]["bottleneck_stage"];
+  if (stage.empty() && testing::kUnderSanitizer) return;
   ASSERT_FALSE(stage.empty()) << Summary()["verdict"].dump(1);
   for (const json& st : Summary()["stages"]) {
     if (st["name"] != stage) continue;
