@@ -317,6 +317,18 @@ struct Decoded {
   bool loader_busy = false;  // not tried: at the next tick
 };
 
+// The granule index: for each granule from `first_offset` on, the last row
+// starting at or before its first byte.
+void FillIndex(const CfiRowVector& rows, uint64_t first_offset, uint32_t granules,
+               uint32_t* index) {
+  uint32_t row = 0;
+  for (uint32_t g = 0; g < granules; ++g) {
+    const uint64_t first_byte = first_offset + (static_cast<uint64_t>(g) << kCfiIndexShift);
+    while (row + 1 < rows.size() && rows[row + 1].pc_offset <= first_byte) ++row;
+    index[g] = row;
+  }
+}
+
 // Decodes one object's rows from a copy of its unwind information. Touches
 // nothing but its result: it takes the time, and a fork meanwhile must not
 // find the tables half changed.
@@ -371,13 +383,8 @@ Decoded Decode(const Record& record) {
     if (pages == MAP_FAILED) pages = nullptr;
     if (pages != nullptr) {
       std::memcpy(pages, rows.data(), row_bytes);
-      auto* index = reinterpret_cast<uint32_t*>(static_cast<unsigned char*>(pages) + row_bytes);
-      uint32_t row = 0;
-      for (uint32_t g = 0; g < granules; ++g) {
-        const uint64_t first_byte = static_cast<uint64_t>(g) << kCfiIndexShift;
-        while (row + 1 < rows.size() && rows[row + 1].pc_offset <= first_byte) ++row;
-        index[g] = row;
-      }
+      FillIndex(rows, 0, granules,
+                reinterpret_cast<uint32_t*>(static_cast<unsigned char*>(pages) + row_bytes));
       mprotect(pages, mapped, PROT_READ);
       out.rows = static_cast<const CfiRow*>(pages);
       out.index = reinterpret_cast<const uint32_t*>(static_cast<const unsigned char*>(pages) +
@@ -390,6 +397,17 @@ Decoded Decode(const Record& record) {
   g_stat_skipped.fetch_add(skipped, std::memory_order_relaxed);
   g_stat_decode_ns.fetch_add(static_cast<uint64_t>(NowNs() - start), std::memory_order_relaxed);
   return out;
+}
+
+// Decode, where no memory (mmap refused under the program's RLIMIT_AS)
+// leaves the object without rows: its frames are walked by frame pointer,
+// the program runs on.
+Decoded DecodeOrNothing(const Record& r) {
+  try {
+    return Decode(r);
+  } catch (const std::bad_alloc&) {
+    return Decoded{};
+  }
 }
 
 void CountRows(Record* r, uint64_t rows, uint64_t bytes) {
@@ -465,13 +483,7 @@ PartDecoded DecodePart(Record* r, uint32_t part) {
     head->row_count = static_cast<uint32_t>(rows.size());
     head->index_count = kPartGranules;
     if (row_bytes != 0) std::memcpy(const_cast<CfiRow*>(head->rows()), rows.data(), row_bytes);
-    auto* index = const_cast<uint32_t*>(head->index());
-    uint32_t row = 0;
-    for (uint32_t g = 0; g < kPartGranules; ++g) {
-      const uint64_t first_byte = part_offset + (static_cast<uint64_t>(g) << kCfiIndexShift);
-      while (row + 1 < rows.size() && rows[row + 1].pc_offset <= first_byte) ++row;
-      index[g] = row;
-    }
+    FillIndex(rows, part_offset, kPartGranules, const_cast<uint32_t*>(head->index()));
     mprotect(pages, mapped, PROT_READ);
     out.block = head;
     out.mapped = mapped;
@@ -685,6 +697,25 @@ void MakeParts(Record* r) {
   g_stat_parts.fetch_add(count, std::memory_order_relaxed);
 }
 
+// Decodes the whole object and puts its rows in the record; false when the
+// loader was busy (not tried: at the next tick).
+bool DecodeWhole(Record* r) {
+  const Decoded d = DecodeOrNothing(*r);
+  if (d.loader_busy) return false;
+  CommitLock lock;
+  Apply(d, r);
+  return true;
+}
+
+// Publishes the records (the commit lock held); the mappings the old
+// snapshot named are unmapped once no handler reads.
+void PublishAndRetire(Tables* t) {
+  if (Publish(t)) {
+    t->retired.insert(t->retired.end(), t->unpublished.begin(), t->unpublished.end());
+    t->unpublished.clear();
+  }
+}
+
 // Decodes `part` of a parted object if it has no rows and was not tried;
 // true if it has rows now. The whole object instead when its header cannot
 // be searched (then *whole_decoded: a new snapshot is needed).
@@ -698,16 +729,7 @@ bool DecodeOnePart(Record* r, uint32_t part, bool* whole_decoded) {
     d = PartDecoded{};
   }
   if (d.whole) {
-    Decoded whole;
-    try {
-      whole = Decode(*r);
-    } catch (const std::bad_alloc&) {
-      whole = Decoded{};
-    }
-    if (whole.loader_busy) return false;
-    CommitLock lock;
-    Apply(whole, r);
-    *whole_decoded = true;
+    *whole_decoded = DecodeWhole(r);
     return r->rows != nullptr;
   }
   CommitLock lock;
@@ -865,15 +887,7 @@ void MaintainOnce() {
       if (DecodeWantedParts(&t->records[id], id)) changed = true;
       continue;
     }
-    // The temporaries come from mmap (MmapAllocator), which throws when the
-    // program's RLIMIT_AS leaves no room: the object keeps no rows (its
-    // frames are walked by frame pointer), the program runs on.
-    Decoded d;
-    try {
-      d = Decode(t->records[id]);
-    } catch (const std::bad_alloc&) {
-      d = Decoded{};
-    }
+    const Decoded d = DecodeOrNothing(t->records[id]);
     if (d.loader_busy) {
       if (wanted) g_wanted[id].store(1, std::memory_order_relaxed);
       continue;
@@ -885,10 +899,7 @@ void MaintainOnce() {
   g_stat_objects.store(present, std::memory_order_relaxed);
   if (changed) {
     CommitLock lock;
-    if (Publish(t)) {
-      t->retired.insert(t->retired.end(), t->unpublished.begin(), t->unpublished.end());
-      t->unpublished.clear();
-    }
+    PublishAndRetire(t);
   }
   if (!t->retired.empty() && g_readers.load(std::memory_order_seq_cst) == 0) {
     CommitLock lock;
@@ -916,19 +927,12 @@ bool CfiDecodeNow(uintptr_t pc) {
       if (StillLoaded(*r) != Presence::kLoaded) return false;
       built = DecodeOnePart(r, static_cast<uint32_t>((pc - r->lo) >> kCfiPartShift), &whole);
     } else {
-      const Decoded d = Decode(*r);
-      if (d.loader_busy) return false;
-      CommitLock lock;
-      Apply(d, r);
-      whole = true;
+      whole = DecodeWhole(r);
       built = r->rows != nullptr;
     }
     if (whole) {
       CommitLock lock;
-      if (Publish(t)) {
-        t->retired.insert(t->retired.end(), t->unpublished.begin(), t->unpublished.end());
-        t->unpublished.clear();
-      }
+      PublishAndRetire(t);
     }
   } catch (const std::bad_alloc&) {
     return false;
