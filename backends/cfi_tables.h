@@ -39,6 +39,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "backends/eh_frame.h"
 
@@ -160,6 +162,8 @@ struct CfiStats {
   uint64_t bytes = 0;     // of rows, mapped
   uint64_t decode_ns = 0; // collector time spent decoding, all objects
   uint64_t misses = 0;    // frames whose object or part had no rows yet
+  // Of those, by object loaded now (file name, count), most first; at most 8.
+  std::vector<std::pair<std::string, uint64_t>> missed_in;
   long skipped_fdes = 0;  // corrupt or unfollowable FDEs
   uint64_t parts = 0;          // of the objects decoded by parts
   uint64_t parts_decoded = 0;  // of those
