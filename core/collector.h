@@ -36,6 +36,12 @@ class Collector {
   bool Open(int dir_fd, const std::string& dir_path, const std::string& name,
             std::string* error);
   bool is_open() const { return opened_; }
+  // A fork child's file is created at its collector's first tick, not at
+  // the fork (core/run_folder.cc CreateCollectorFile): one that execs
+  // before then (a shell's fork and exec) leaves none. Until then
+  // everything is kept in memory, as before a flush.
+  bool file_pending() const { return file_pending_; }
+  void set_file_pending(bool pending) { file_pending_ = pending; }
   // From now on keeps a descriptor of the file open (moved high, checked
   // before each write, backends/private_fd.h): the process is about to
   // change its credentials and may not be allowed to open it again.
@@ -117,6 +123,7 @@ class Collector {
   std::string deferred_;  // not written yet: no descriptor was free
   PrivateFd kept_;        // KeepFileOpen()
   bool opened_ = false;
+  bool file_pending_ = false;
   dev_t file_dev_ = 0;
   ino_t file_ino_ = 0;
   std::string name_, path_;

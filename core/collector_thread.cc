@@ -101,6 +101,7 @@ std::string EndText(int cause) {
 void WriteEnd(int64_t now) {
   g_sampler.active.store(false);
   DisarmAllLiveThreads();
+  if (!EnsureCollectorFile()) return;  // the session has ended (output failed)
   NoteUnwinderState(g_collector);
   g_collector->SetProcessField("end", EndText(g_state.end_cause()));
   g_collector->Finish(now);
@@ -265,7 +266,23 @@ void* CollectorMain(void*) {
       if (G->timer->SurvivesExec()) G->timer->Stop();  // it would kill the new image
       NoteUnwinderState(g_collector);
       g_collector->SetProcessField("end", "exec");
-    } else if (ended_for_exec) {
+    }
+    if (exec_end && g_collector->file_pending()) {
+      // A fork child that execs before its first tick: no file (its image
+      // makes its own). It stays pending, for a failed exec's next tick.
+      ended_for_exec = true;
+      g_mailbox.PublishFlushDone(requested);
+      pthread_mutex_unlock(&g_collector_mu);
+      if (requests & kRequestPause) break;
+      continue;
+    }
+    if (!ended_for_exec && !EnsureCollectorFile()) {
+      // The fork child's file could not be made: nothing can be kept.
+      g_mailbox.PublishFlushDone(requested);
+      pthread_mutex_unlock(&g_collector_mu);
+      break;
+    }
+    if (!exec_end && ended_for_exec) {
       // The file ends with END until the exec fails: nothing after it, or a
       // reader takes the file for one that died. (The exec's poster may get
       // its ticket only after the END went out: that flush is answered here.)

@@ -86,30 +86,43 @@ bool ValidRunId(const char* id) {
 }  // namespace
 
 // (An exec'd image with the same pid gets a numbered name.)
-Collector* OpenCollector() {
+Collector* NewCollector() {
   auto* c = new Collector();
+  SetProcessFields(c);
+  c->set_file_pending(true);
+  return c;
+}
+
+bool CreateCollectorFile(Collector* c) {
+  c->set_file_pending(false);
   std::string error = "the run folder " + G->run_path + " is gone or was replaced";
   const int dir_fd = OpenRunDir();
   if (dir_fd < 0) {
     Warn("dlprof: " + error + "; profiling off for this process");
-    delete c;
-    return nullptr;
+    return false;
   }
   for (int attempt = 0; attempt < 100; ++attempt) {
     std::string name = G->role + "-" + std::to_string(getpid()) +
                        (attempt ? "." + std::to_string(attempt) : "") + ".dlprof";
     if (c->Open(dir_fd, G->run_path, name, &error)) {
       close(dir_fd);
-      SetProcessFields(c);
       c->WriteProcessChunk();
-      return c;
+      return true;
     }
     if (errno != EEXIST) break;
   }
   close(dir_fd);
   Warn("dlprof: " + error + "; profiling off for this process");
-  delete c;
-  return nullptr;
+  return false;
+}
+
+Collector* OpenCollector() {
+  Collector* c = NewCollector();
+  if (!CreateCollectorFile(c)) {
+    delete c;
+    return nullptr;
+  }
+  return c;
 }
 
 

@@ -105,7 +105,7 @@ void OnExit() {
     return;
   }
   DisarmAllLiveThreads();
-  if (g_collector != nullptr) {
+  if (EnsureCollectorFile()) {
     RecordSamplingOff(g_collector);
     ApplyPendingWorker(g_collector);
     NoteUnwinderState(g_collector);
@@ -356,7 +356,7 @@ void AfterProgramMask(bool sigprof_blocked, bool blocks_all) {
 void BeforeCredentialChange() {
   if (!OwnSession()) return;
   pthread_mutex_lock(&g_collector_mu);
-  if (g_collector != nullptr) g_collector->KeepFileOpen();
+  if (EnsureCollectorFile()) g_collector->KeepFileOpen();
   pthread_mutex_unlock(&g_collector_mu);
 }
 

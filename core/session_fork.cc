@@ -141,15 +141,13 @@ void ResetInForkChild() {
     self->tid.store(t_tid);
     self->timer = ThreadTimer{};
   }
-  g_collector = OpenCollector();
-  if (g_collector != nullptr && parent_collector != nullptr) {
-    g_collector->InheritMaps(*parent_collector);
-  }
-  if (g_collector == nullptr) {
-    g_sampler.active.store(false);
-    g_state.Apply(PhaseEvent::kLost);
-    return;
-  }
+  // Its file waits for the collector's first tick (EnsureCollectorFile): a
+  // child that execs first, as a shell's and subprocess's children do, has
+  // nothing of its own to keep, and its new image starts a file of its own.
+  // Creating it cost more than anything else of a fork and exec under dlprof
+  // (BENCHMARKS.md, "Start-up costs").
+  g_collector = NewCollector();
+  if (parent_collector != nullptr) g_collector->InheritMaps(*parent_collector);
   if (loader_held) {
     g_collector->SetProcessField("loader_lock",
                                  "inherited held at fork: frame-pointer stacks, no build-ids");
@@ -159,6 +157,15 @@ void ResetInForkChild() {
   }
   if (self != nullptr && Armed()) ArmSlot(self);
   StartCollectorThread();
+}
+
+bool EnsureCollectorFile() {
+  if (g_collector == nullptr) return false;
+  if (!g_collector->file_pending()) return true;
+  if (CreateCollectorFile(g_collector)) return true;
+  StopSampling(kOutputFailed);
+  g_state.Apply(PhaseEvent::kOutputFailed);
+  return false;
 }
 
 }  // namespace dlprof

@@ -161,6 +161,16 @@ bool OpenRunFolder(bool* is_main);
 // Creates <role>-<pid>.dlprof in the run folder, never overwriting, with its
 // process chunk. nullptr (and one line on stderr) if it cannot.
 Collector* OpenCollector();
+// The same in two steps: the collector with its process facts and no file
+// yet (file_pending), then its file. CreateCollectorFile says why it
+// failed in one line on stderr.
+Collector* NewCollector();
+bool CreateCollectorFile(Collector* c);
+// A fork child's pending file, made now if it is still pending (before
+// anything is written: an exit, a fatal signal, a credential change).
+// False if it could not be: this process's profiling is lost then.
+// Collector lock held.
+bool EnsureCollectorFile();
 
 // --- session_fork.cc (pthread_atfork) ---
 

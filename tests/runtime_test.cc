@@ -386,6 +386,30 @@ TEST(Runtime, WorkersLeavingByUnderscoreExitOrExecEndTheirProfile) {
   EXPECT_EQ(ends["exit"], 1);
 }
 
+// A fork child's file waits for its collector's first tick: one that execs
+// at once (a shell's fork and exec) leaves no file, only its image's; one
+// whose exec fails, or that leaves by _exit at once, still has its own.
+TEST(Runtime, ForkChildThatExecsAtOnceLeavesOnlyItsImagesFile) {
+  ProfiledRun run = Profiled({"forkexec"});
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.err;
+  std::map<std::string, int> ends;
+  std::map<std::string, int64_t> samples;
+  for (size_t i = 0; i < run.profile.processes.size(); ++i) {
+    const Process& p = run.profile.processes[i];
+    EXPECT_TRUE(p.complete) << p.file << " (end: " << p.end_reason << ")";
+    ends[p.end_reason]++;
+    for (const auto& [stage, n] : CpuSamplesByStage(run.profile, static_cast<int>(i))) {
+      samples[stage] += n;
+    }
+  }
+  EXPECT_EQ(run.profile.processes.size(), 4u) << "main, the image, the failed exec, the _exit";
+  EXPECT_EQ(ends["exec"], 0) << "the child that exec'd at once left a file of its own";
+  EXPECT_EQ(ends["exit"], 3);  // main, the image, the child whose exec failed
+  EXPECT_EQ(ends["_exit 3"], 1);
+  EXPECT_GT(samples["image"], 5);              // 100 ms at 100 Hz
+  EXPECT_GT(samples["after_failed_exec"], 5);  // sampled on after the failed exec
+}
+
 TEST(Runtime, SetitimerDoesNotOutliveExec) {
   ProfiledRun run = Profiled({"execbusy"}, {{"DLPROF_TIMER", "itimer"}, {"DLPROF_HZ", "250"}});
   // The shell loop runs ~0.3 s of CPU: a SIGPROF left armed would kill it.

@@ -137,6 +137,36 @@ int LeaveWithoutExit() {
   return failures ? 1 : 0;
 }
 
+// Three children that do at once what a shell's and subprocess's children
+// do: exec (this program again, which burns 100 ms in stage "image"), an
+// exec that fails (then 100 ms in "after_failed_exec"), and _exit(3).
+int ForkExecAtOnce(const char* self) {
+  pid_t pids[3];
+  for (int i = 0; i < 3; ++i) {
+    pids[i] = fork();
+    if (pids[i] < 0) return 1;
+    if (pids[i] > 0) continue;
+    if (i == 0) {
+      execl(self, self, "image", static_cast<char*>(nullptr));
+      _exit(98);
+    }
+    if (i == 1) {
+      execlp("dlprof-test-no-such-program", "x", static_cast<char*>(nullptr));
+      if (errno != ENOENT) _exit(99);
+      { DLPROF_STAGE("after_failed_exec"); Burn(100000000); }
+      exit(0);
+    }
+    _exit(3);
+  }
+  int failures = 0;
+  for (int i = 0; i < 3; ++i) {
+    int status = 0;
+    waitpid(pids[i], &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != (i == 2 ? 3 : 0)) ++failures;
+  }
+  return failures ? 1 : 0;
+}
+
 // Burns CPU, then replaces itself with a CPU-bound shell loop that knows
 // nothing of dlprof: with the setitimer timer, that image must not be killed
 // by a SIGPROF from a timer dlprof left armed.
@@ -581,6 +611,12 @@ int main(int argc, char** argv) {
   if (mode == "term") return UntilTerminated(false);
   if (mode == "spawn") return Spawn(argv[0]);
   if (mode == "leave") return LeaveWithoutExit();
+  if (mode == "forkexec") return ForkExecAtOnce(argv[0]);
+  if (mode == "image") {
+    DLPROF_STAGE("image");
+    Burn(100000000);
+    return 0;
+  }
   if (mode == "execbusy") return ExecBusy();
   if (mode == "nested") return Nested();
   if (mode == "syscalls") return Syscalls(n ? n : 100);
