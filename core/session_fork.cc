@@ -36,7 +36,7 @@ void FenceSignalHandlers() {
   g_fence_timed_out = true;
   for (int round = 0; round < 20000; ++round) {  // at most ~2 s
     bool busy = false;
-    for (int i = 0; i < kMaxThreads && !busy; ++i) {
+    for (int i = 0, limit = SlotLimit(); i < limit && !busy; ++i) {
       ThreadSlot* s = SlotAt(i);
       busy = s != self && s->in_handler.load(std::memory_order_seq_cst) != 0;
     }
@@ -96,7 +96,7 @@ void ResetInForkChild() {
   if (parent_collector != nullptr) parent_collector->Abandon();
   g_collector = nullptr;
   ThreadSlot* self = t_slot;
-  for (int i = 0; i < kMaxThreads; ++i) {
+  for (int i = 0, limit = SlotLimit(); i < limit; ++i) {
     ThreadSlot* s = SlotAt(i);
     if (s->state.load() == kSlotFree) continue;
     G->timer->ForgetInherited(&s->timer);
