@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -156,6 +157,10 @@ int64_t RunDelay(pid_t tid) {
 
 int64_t Collector::ReadRunDelay(pid_t tid) { return RunDelay(tid); }
 
+Collector::StackCopy::~StackCopy() {
+  if (data != nullptr) munmap(data, kBlockedStackCopyBytes);
+}
+
 uint32_t Collector::WalkBlocked(ThreadSlot* s, pid_t tid, uint64_t state, uintptr_t sp,
                                 uintptr_t pc, int64_t cpu_ns, bool* rewalk) {
   *rewalk = false;
@@ -175,11 +180,17 @@ uint32_t Collector::WalkBlocked(ThreadSlot* s, pid_t tid, uint64_t state, uintpt
   }
   size_t copied = 0;
   if (hi > lo) {
-    if (stack_copy_.empty()) stack_copy_.resize(kBlockedStackCopyBytes);
-    const size_t want = std::min<uintptr_t>(hi - lo, kBlockedStackCopyBytes);
-    copied = CopyOwnMemory(stack_copy_.data(), lo, want);
+    if (stack_copy_.data == nullptr) {
+      void* p = mmap(nullptr, kBlockedStackCopyBytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (p != MAP_FAILED) stack_copy_.data = static_cast<uint8_t*>(p);
+    }
+    if (stack_copy_.data != nullptr) {
+      const size_t want = std::min<uintptr_t>(hi - lo, kBlockedStackCopyBytes);
+      copied = CopyOwnMemory(stack_copy_.data, lo, want);
+    }
   }
-  const CopiedStack copy{lo, stack_copy_.data(), copied};
+  const CopiedStack copy{lo, stack_copy_.data, copied};
   const int n = CfiWalkCopiedStack(pc, sp, copy, pcs, kMaxFrames, &not_built);
   // The Python frames, read in place (SafeLoads).
   uint64_t py[kPyFrameWords * kMaxPythonFrames];

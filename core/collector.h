@@ -168,7 +168,18 @@ class Collector {
            retired_handler_ns_ = 0, retired_events_dropped_ = 0;
   uint64_t wall_ticks_ = 0;
   uint64_t blocked_walks_ = 0, blocked_walks_dropped_ = 0, blocked_walk_ns_ = 0;
-  std::vector<uint8_t> stack_copy_;  // a blocked thread's stack, for its walk
+  // A blocked thread's stack, for its walk: mapped on first use and never
+  // cleared, so only the pages copies reach are ever faulted in (a
+  // short-lived process walks one small stack; zeroing all 256 KiB, as a
+  // vector did, cost it more than the walk).
+  struct StackCopy {
+    uint8_t* data = nullptr;
+    StackCopy() = default;
+    StackCopy(const StackCopy&) = delete;
+    StackCopy& operator=(const StackCopy&) = delete;
+    ~StackCopy();
+  };
+  StackCopy stack_copy_;
 
   PythonCodeTable py_codes_;  // Python frames' code objects (core/python_codes.h)
 };
