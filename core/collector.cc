@@ -161,8 +161,8 @@ Collector::StackCopy::~StackCopy() {
   if (data != nullptr) munmap(data, kBlockedStackCopyBytes);
 }
 
-uint32_t Collector::WalkBlocked(ThreadSlot* s, pid_t tid, uint64_t state, uintptr_t sp,
-                                uintptr_t pc, int64_t cpu_ns, bool* rewalk) {
+uint32_t Collector::WalkBlocked(ThreadSlot* s, pid_t tid, uintptr_t sp, uintptr_t pc,
+                                int64_t cpu_ns, bool* rewalk) {
   *rewalk = false;
   const int64_t start = MonotonicNs();
   ++blocked_walks_;
@@ -196,15 +196,15 @@ uint32_t Collector::WalkBlocked(ThreadSlot* s, pid_t tid, uint64_t state, uintpt
   uint64_t py[kPyFrameWords * kMaxPythonFrames];
   const PythonRuntime* python = ActivePython();
   const int m = python != nullptr ? WalkBlockedPythonFrames(s, tid, py, kMaxPythonFrames) : 0;
-  // Whether the thread stayed in the call all along: the same call at the
-  // same sp and pc, and not a nanosecond of CPU since the tick's clock read
-  // (a thread that wakes and blocks again at the same place, as a loop of
-  // sleeps from different Python functions does, still used some). Else
+  // Whether the thread stayed in the call all along: not a nanosecond of
+  // CPU since the tick's clock read, which came before the read of its
+  // call, sp and pc (a thread that wakes and blocks again at the same
+  // place, as a loop of sleeps from different Python functions does, still
+  // uses some; a running thread's clock includes its current slice). Else
   // its stack may have changed under the walk, and none is better than a
-  // wrong one.
-  const SyscallRead again = ReadSyscall(tid);
-  const bool same = again.state == state && again.regs && again.sp == sp && again.pc == pc &&
-                    ThreadCpuNs(tid) == cpu_ns;
+  // wrong one. (The call, sp and pc read again after the walk added nothing
+  // to this, for a second /proc read per walk.)
+  const bool same = ThreadCpuNs(tid) == cpu_ns;
   uint32_t id = 0;
   if (!same || n <= 0) {
     ++blocked_walks_dropped_;
@@ -583,7 +583,7 @@ bool Collector::SnapshotTick(int64_t now) {
           // Its stack, walked from the sp and pc the kernel reports: the
           // thread is never signalled (that would end its sleep with EINTR).
           if (state != 0 && blocked.regs) {
-            stack = WalkBlocked(s, tid, state, blocked.sp, blocked.pc, cpu, &s->blocked_rewalk);
+            stack = WalkBlocked(s, tid, blocked.sp, blocked.pc, cpu, &s->blocked_rewalk);
           }
         }
       }

@@ -99,15 +99,15 @@ class Collector {
   void DrainEvents(ThreadSlot* s);
   // Writes the thread's open run of wall ticks into the WALL_STACKS stream.
   void EndWallRun(ThreadSlot* s);
-  // The stack of thread `tid`, blocked in the call `state` at `sp` and `pc`
-  // (its /proc/<tid>/syscall) with `cpu_ns` of CPU time: native frames
+  // The stack of thread `tid`, blocked in a call at `sp` and `pc` (its
+  // /proc/<tid>/syscall, read after `cpu_ns` of its CPU clock): native frames
   // walked over a copy of its stack with the cfi tables, then its Python
   // frames. 0 when the thread ran or left the call during the walk (then
   // *rewalk), or nothing could be read. *rewalk also when the walk met
   // code whose unwind rows were not decoded yet (the next tick walks again).
   // Never signals the thread nor waits for it.
-  uint32_t WalkBlocked(ThreadSlot* s, pid_t tid, uint64_t state, uintptr_t sp, uintptr_t pc,
-                       int64_t cpu_ns, bool* rewalk);
+  uint32_t WalkBlocked(ThreadSlot* s, pid_t tid, uintptr_t sp, uintptr_t pc, int64_t cpu_ns,
+                       bool* rewalk);
   // The thread's run_delay (schedstat), -1 if unreadable.
   int64_t ReadRunDelay(pid_t tid);
   // Records in the PROCESS chunk whether run_delay can be read ("run_delay").
