@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <unordered_map>
 #include <vector>
 
 #include "backends/cfi_shared.h"
@@ -104,11 +105,18 @@ class SparseCopy : public CopyFiller {
 
 // What the collector knows of one loaded object. Only the collector thread
 // touches these.
+// The object's first executable segment as /proc/self/maps shows it (page
+// bounds and file offset): what names its samples once it is unloaded.
+struct ExecMapping {
+  uintptr_t lo = 0, hi = 0, offset = 0;
+};
+
 struct Record {
   std::string name;
   uintptr_t bias = 0;
   uintptr_t lo = 0, hi = 0;
   EhFrameSource source;
+  ExecMapping mapping;
   const CfiRow* rows = nullptr;
   const uint32_t* index = nullptr;  // in the same mapping, after the rows
   uint32_t row_count = 0;
@@ -135,6 +143,7 @@ struct Tables {
   uint64_t adds = ~uint64_t{0}, subs = ~uint64_t{0};
   std::vector<Mapping> retired;  // unmapped once no handler reads
   std::vector<Mapping> unpublished;  // rows of unloaded objects the current snapshot still names
+  std::vector<CfiUnloadedObject> unloaded;  // since CfiTakeUnloadedObjects; the last 256
   Mapping current{nullptr, 0};
   uint32_t unloads = 0;
 };
@@ -165,6 +174,7 @@ struct Scanned {
   std::string name;
   uintptr_t bias, lo, hi;
   EhFrameSource source;
+  ExecMapping mapping;
 };
 
 // How the loaded objects are walked (CfiSetObjectIterator).
@@ -183,6 +193,15 @@ bool Describe(const dl_phdr_info* info, Scanned* out) {
   out->lo = found.text_lo;
   out->hi = found.text_hi;
   out->source = found.source;
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_X) || ph.p_memsz == 0) continue;
+    const uintptr_t page = 4095;
+    out->mapping.lo = (info->dlpi_addr + ph.p_vaddr) & ~page;
+    out->mapping.hi = (info->dlpi_addr + ph.p_vaddr + ph.p_memsz + page) & ~page;
+    out->mapping.offset = ph.p_offset & ~page;
+    break;
+  }
   return true;
 }
 
@@ -636,12 +655,23 @@ void MaintainOnce() {
     t->adds = adds;
     t->subs = subs;
     std::vector<bool> seen(t->records.size(), false);
+    // The present records by start address: a torch process has ~300
+    // objects and rescans at each of its hundreds of dlopens, and a search
+    // of all records for each scanned object was most of the time spent in
+    // this function.
+    std::unordered_multimap<uintptr_t, size_t> by_lo;
+    by_lo.reserve(t->records.size());
+    for (size_t id = 0; id < t->records.size(); ++id) {
+      if (t->records[id].present) by_lo.emplace(t->records[id].lo, id);
+    }
     for (Scanned& s : scanned) {
-      size_t id = 0;
-      while (id < t->records.size()) {
-        const Record& r = t->records[id];
-        if (r.present && r.bias == s.bias && r.lo == s.lo && r.hi == s.hi && r.name == s.name) break;
-        ++id;
+      size_t id = t->records.size();
+      for (auto [it, end] = by_lo.equal_range(s.lo); it != end; ++it) {
+        const Record& r = t->records[it->second];
+        if (r.bias == s.bias && r.hi == s.hi && r.name == s.name) {
+          id = it->second;
+          break;
+        }
       }
       if (id == t->records.size()) {
         // A new object takes the id of one unloaded before (its rows are
@@ -661,6 +691,7 @@ void MaintainOnce() {
         r.lo = s.lo;
         r.hi = s.hi;
         r.source = s.source;
+        r.mapping = s.mapping;
         MakeParts(&r);
         if (free_id < t->records.size()) {
           t->records[free_id] = std::move(r);
@@ -686,6 +717,10 @@ void MaintainOnce() {
       if (!r.present || seen[id]) continue;
       r.present = false;  // unloaded: its rows go once no handler reads them
       ++t->unloads;       // and cached rows of its addresses are stale
+      if (!r.name.empty() && r.mapping.hi > r.mapping.lo) {
+        if (t->unloaded.size() >= 256) t->unloaded.erase(t->unloaded.begin());
+        t->unloaded.push_back({r.name, r.mapping.lo, r.mapping.hi, r.mapping.offset});
+      }
       // Unmapped only after a snapshot without it is out: the current one
       // still points at them.
       if (r.rows != nullptr) t->unpublished.push_back(Mapping{r.rows, r.mapped});
@@ -780,6 +815,13 @@ void CfiMaintain() {
     // No memory for the bookkeeping (a program near its RLIMIT_AS): try
     // again at the next tick; walks use what is published.
   }
+}
+
+std::vector<CfiUnloadedObject> CfiTakeUnloadedObjects() {
+  std::vector<CfiUnloadedObject> out;
+  CommitLock lock;
+  if (g_tables != nullptr) out.swap(g_tables->unloaded);
+  return out;
 }
 
 CfiStats CfiTableStats() {

@@ -155,6 +155,16 @@ void CfiWantTables();
 // and want warm tables before their first walk. Not signal-safe.
 void CfiDecodeAllLoaded();
 
+// Objects the tables saw loaded and then gone, since the last call: where a
+// library that came and went between two reads of /proc/self/maps was
+// (the collector adds them to the profile's mappings, so that its samples
+// keep their names). At most the last 256. Not signal-safe.
+struct CfiUnloadedObject {
+  std::string path;
+  uintptr_t lo, hi, offset;  // its first executable mapping
+};
+std::vector<CfiUnloadedObject> CfiTakeUnloadedObjects();
+
 struct CfiStats {
   int objects = 0;        // known now
   int decoded = 0;        // with rows

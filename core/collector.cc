@@ -16,6 +16,7 @@
 
 #include <dlprof/format.h>
 
+#include "backends/cfi_tables.h"
 #include "backends/cfi_unwinder.h"
 #include "backends/own_memory.h"
 #include "core/annotations.h"
@@ -759,6 +760,22 @@ bool Collector::Flush() {
       maps_cache_generation_ = gen;
       maps_cache_ = p;
     }
+  }
+  // Objects loaded and unloaded again since the last flush (a plugin
+  // dlopen'ed for a moment) are in no read of /proc/self/maps: the unwind
+  // tables saw them, and their mappings are added (the reader keeps every
+  // mapping a file names), so their samples keep their names.
+  if (std::vector<CfiUnloadedObject> gone = CfiTakeUnloadedObjects(); !gone.empty()) {
+    p.clear();
+    PutVarint(&p, gone.size());
+    for (const CfiUnloadedObject& g : gone) {
+      PutVarint(&p, g.lo);
+      PutVarint(&p, g.hi);
+      PutVarint(&p, g.offset);
+      PutBytes(&p, g.path);
+      PutBytes(&p, "");  // no build-id: the object is gone
+    }
+    AppendChunk(&out, DLPROF_CHUNK_MAPS, p);
   }
   // Each buffer once, when it is live here: a fork child defines an
   // inherited one only once it uses it (ids are explicit in the chunk).
