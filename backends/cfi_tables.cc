@@ -144,6 +144,10 @@ struct Tables {
   std::vector<Mapping> retired;  // unmapped once no handler reads
   std::vector<Mapping> unpublished;  // rows of unloaded objects the current snapshot still names
   std::vector<CfiUnloadedObject> unloaded;  // since CfiTakeUnloadedObjects; the last 256
+  // A part's rows while they are decoded, kept from part to part: a vector
+  // of its own was a mapping made, populated and unmapped for each part
+  // (an unmap is a TLB shootdown on every core the program runs on).
+  CfiRowVector part_rows;
   Mapping current{nullptr, 0};
   uint32_t unloads = 0;
 };
@@ -428,7 +432,8 @@ PartDecoded DecodePart(Record* r, uint32_t part) {
   source.filler = r->copy.get();
   const uintptr_t pc_lo = r->lo + (static_cast<uintptr_t>(part) << kCfiPartShift);
   const uintptr_t pc_hi = std::min(r->hi, pc_lo + (uintptr_t{1} << kCfiPartShift));
-  CfiRowVector rows;
+  CfiRowVector& rows = g_tables->part_rows;
+  rows.clear();
   std::string error;
   long skipped = 0;
   if (pc_lo < source.base || !DecodeEhFrameRange(source, pc_lo, pc_hi, &rows, &error, &skipped)) {
