@@ -143,7 +143,6 @@ struct Tables {
   uint64_t adds = ~uint64_t{0}, subs = ~uint64_t{0};
   std::vector<Mapping> retired;  // unmapped once no handler reads
   std::vector<Mapping> unpublished;  // rows of unloaded objects the current snapshot still names
-  std::vector<CfiUnloadedObject> unloaded;  // since CfiTakeUnloadedObjects; the last 256
   // A part's rows while they are decoded, kept from part to part: a vector
   // of its own was a mapping made, populated and unmapped for each part
   // (an unmap is a TLB shootdown on every core the program runs on).
@@ -474,6 +473,43 @@ class CommitLock {
   CommitLock& operator=(const CommitLock&) = delete;
 };
 
+// What the collector reads of the tables while it holds its own lock (the
+// unwinder's state, the mappings of unloaded objects): under a lock of its
+// own, taken last and never held while taking another. The commit lock
+// would not do: fork() takes it before the collector's (its handler is
+// registered later, and pthread_atfork runs them in reverse), so the
+// collector waiting for it under its own lock deadlocked with a fork
+// (Faults.StressForkExecDlopenMallocAt1000HzNeitherHangsNorCrashes).
+pthread_mutex_t g_leaf_mu = PTHREAD_MUTEX_INITIALIZER;
+std::vector<std::string>* g_names = nullptr;              // file names by id; "" once gone
+std::vector<CfiUnloadedObject>* g_unloaded = nullptr;  // since CfiTakeUnloadedObjects; the last 256
+
+class LeafLock {
+ public:
+  LeafLock() { pthread_mutex_lock(&g_leaf_mu); }
+  ~LeafLock() { pthread_mutex_unlock(&g_leaf_mu); }
+  LeafLock(const LeafLock&) = delete;
+  LeafLock& operator=(const LeafLock&) = delete;
+};
+
+void NameObject(size_t id, const std::string& path) {
+  if (id >= static_cast<size_t>(kCfiMaxObjects)) return;
+  const size_t slash = path.rfind('/');
+  LeafLock lock;
+  if (g_names == nullptr) g_names = new std::vector<std::string>();
+  if (g_names->size() <= id) g_names->resize(id + 1);
+  (*g_names)[id] = slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+void NoteUnloaded(size_t id, const Record& r) {
+  LeafLock lock;
+  if (g_names != nullptr && id < g_names->size()) (*g_names)[id].clear();
+  if (r.name.empty() || r.mapping.hi <= r.mapping.lo) return;
+  if (g_unloaded == nullptr) g_unloaded = new std::vector<CfiUnloadedObject>();
+  if (g_unloaded->size() >= 256) g_unloaded->erase(g_unloaded->begin());
+  g_unloaded->push_back({r.name, r.mapping.lo, r.mapping.hi, r.mapping.offset});
+}
+
 void RegisterForkHandlersOnce() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -698,6 +734,7 @@ void MaintainOnce() {
         r.source = s.source;
         r.mapping = s.mapping;
         MakeParts(&r);
+        NameObject(free_id, r.name);
         if (free_id < t->records.size()) {
           t->records[free_id] = std::move(r);
           seen[free_id] = true;
@@ -722,10 +759,7 @@ void MaintainOnce() {
       if (!r.present || seen[id]) continue;
       r.present = false;  // unloaded: its rows go once no handler reads them
       ++t->unloads;       // and cached rows of its addresses are stale
-      if (!r.name.empty() && r.mapping.hi > r.mapping.lo) {
-        if (t->unloaded.size() >= 256) t->unloaded.erase(t->unloaded.begin());
-        t->unloaded.push_back({r.name, r.mapping.lo, r.mapping.hi, r.mapping.offset});
-      }
+      NoteUnloaded(id, r);
       // Unmapped only after a snapshot without it is out: the current one
       // still points at them.
       if (r.rows != nullptr) t->unpublished.push_back(Mapping{r.rows, r.mapped});
@@ -828,8 +862,8 @@ void CfiMaintain() {
 
 std::vector<CfiUnloadedObject> CfiTakeUnloadedObjects() {
   std::vector<CfiUnloadedObject> out;
-  CommitLock lock;
-  if (g_tables != nullptr) out.swap(g_tables->unloaded);
+  LeafLock lock;
+  if (g_unloaded != nullptr) out.swap(*g_unloaded);
   return out;
 }
 
@@ -844,14 +878,11 @@ CfiStats CfiTableStats() {
   s.skipped_fdes = g_stat_skipped.load(std::memory_order_relaxed);
   s.parts = g_stat_parts.load(std::memory_order_relaxed);
   s.parts_decoded = g_stat_parts_decoded.load(std::memory_order_relaxed);
-  CommitLock lock;
-  if (g_tables != nullptr) {
-    for (size_t id = 0; id < g_tables->records.size() && id < kCfiMaxObjects; ++id) {
-      const Record& r = g_tables->records[id];
+  {
+    LeafLock lock;
+    for (size_t id = 0; g_names != nullptr && id < g_names->size(); ++id) {
       const uint32_t n = g_object_misses[id].load(std::memory_order_relaxed);
-      if (!r.present || n == 0) continue;
-      const size_t slash = r.name.rfind('/');
-      s.missed_in.emplace_back(slash == std::string::npos ? r.name : r.name.substr(slash + 1), n);
+      if (n != 0 && !(*g_names)[id].empty()) s.missed_in.emplace_back((*g_names)[id], n);
     }
   }
   std::stable_sort(s.missed_in.begin(), s.missed_in.end(),

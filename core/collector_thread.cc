@@ -373,15 +373,20 @@ bool StartCollectorThread() {
     g_collector_running.store(false);
     return false;
   }
-  // Returns once the thread runs CollectorMain (at most 1 s), i.e. once the
-  // sanitizer's thread start, if any, is over. ASan's allocates (its thread
-  // start runs pthread_getattr_np, which frees), and a fork() right after
-  // start (a program that forks its workers at once) copied its allocator
-  // lock held into the child, whose own collector then waited for it for
-  // ever. Past this point the collector does its work under g_collector_mu,
-  // which LockForFork holds across fork().
+  // Under ASan, returns once the thread runs CollectorMain (at most 1 s),
+  // i.e. once the sanitizer's thread start is over. ASan's allocates (its
+  // thread start runs pthread_getattr_np, which frees), and a fork() right
+  // after start (a program that forks its workers at once) copied its
+  // allocator lock held into the child, whose own collector then waited for
+  // it for ever. Past this point the collector does its work under
+  // g_collector_mu, which LockForFork holds across fork(). glibc's own thread
+  // start holds nothing a fork child could inherit, so other builds do not
+  // wait: the wait was a context switch at every process start and every
+  // fork (a shell's child waited for a thread its exec then ended), and a
+  // scheduling latency on a busy machine. (TSan's interceptor waits itself.)
   // (A futex, not a sleep loop: each sleep of 100 us took up to a
   // millisecond on a VM, at every process start.)
+#if defined(__SANITIZE_ADDRESS__)
   const int64_t deadline = MonotonicNs() + 1000000000LL;
   while (g_collector_entered.load(std::memory_order_acquire) == 0) {
     const int64_t left = deadline - MonotonicNs();
@@ -389,6 +394,7 @@ bool StartCollectorThread() {
     const timespec wait{static_cast<time_t>(left / 1000000000), static_cast<long>(left % 1000000000)};
     syscall(SYS_futex, &g_collector_entered, FUTEX_WAIT_PRIVATE, 0, &wait, nullptr, 0);
   }
+#endif
   return true;
 }
 
