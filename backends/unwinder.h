@@ -25,9 +25,24 @@ struct StackBounds {
   uintptr_t alt_hi = 0;
 };
 
-// Bounds of the calling thread's stack, from pthread_getattr_np (empty if it
-// cannot tell). Not signal-safe: take them when the thread registers.
-StackBounds CurrentStackBounds();
+// What the creating thread knows of a new thread's stack (its pthread_attr_t),
+// for the new thread to find its own bounds without pthread_getattr_np.
+struct StackHint {
+  uintptr_t user_lo = 0;  // a stack the program gave (pthread_attr_setstack): [user_lo, +size)
+  size_t size = 0;        // else the size glibc maps for it (attr or default); 0: unknown
+};
+// The creating thread's side, from the attr given to pthread_create (null: the
+// default attr). Not signal-safe.
+StackHint StackHintFor(const pthread_attr_t* attr);
+
+// Bounds of the calling thread's stack (empty if it cannot tell). Not
+// signal-safe: take them when the thread registers. Allocates nothing for the
+// main thread (from the auxiliary vector and RLIMIT_STACK) nor for a thread
+// started with a `hint` (from its thread pointer, which glibc puts at the top
+// of the stack it runs on): a thread's first malloc or free makes glibc give
+// it a malloc arena, 64 MiB of address space under RLIMIT_AS that the program
+// would not have had. Other threads: pthread_getattr_np, which mallocs.
+StackBounds CurrentStackBounds(const StackHint* hint = nullptr);
 // The same for another live thread of this process (one that cannot exit
 // meanwhile). Not signal-safe.
 StackBounds StackBoundsOf(pthread_t thread);

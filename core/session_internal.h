@@ -129,7 +129,7 @@ void StopProcessTimer();
 bool StopSampling(OffReason reason);
 
 // `prepare`: run the unwinder's warm-up here (the first thread only).
-ThreadSlot* RegisterCurrentThread(bool prepare = false);
+ThreadSlot* RegisterCurrentThread(bool prepare = false, const StackHint* hint = nullptr);
 void RegisterExistingThreads();
 // The key destructor (g_thread_key): disarms the exiting thread's timer and
 // leaves its slot for the collector to drain and free.

@@ -142,9 +142,9 @@ void ArmSlot(ThreadSlot* s) {
 // process-wide state; what is per thread (libunwind's trace cache) the
 // thread's first sample builds. Warming every new thread cost ~80 us of CPU
 // per pthread_create, 6-8x a bare create+join (bench/startup.sh).
-ThreadSlot* RegisterCurrentThread(bool prepare) {
+ThreadSlot* RegisterCurrentThread(bool prepare, const StackHint* hint) {
   pid_t tid = CurrentTid();
-  ThreadSlot* s = ClaimSlot(tid);
+  ThreadSlot* s = ClaimSlot(tid, hint);
   if (s == nullptr) {
     t_unregistrable = true;
     return nullptr;
@@ -236,16 +236,57 @@ bool StopSampling(OffReason reason) {
 
 namespace {
 
+// What a new thread needs from its creator. The records come from a fixed
+// pool, so that the new thread gives its record back without free(): a
+// thread's first free (or malloc) makes glibc create a malloc arena for it,
+// 64 MiB of address space under RLIMIT_AS that the program's own thread would
+// not have had (RELIABILITY.md). Past the pool (more threads starting at
+// once than it holds), a record from new, which the new thread deletes.
 struct ThreadStart {
-  void* (*fn)(void*);
-  void* arg;
+  void* (*fn)(void*) = nullptr;  // every member initialized: the pool needs no dynamic initializer
+  void* arg = nullptr;
+  StackHint stack;
+  std::atomic<bool> taken{false};  // a pool record in use
 };
+constexpr int kThreadStartPool = 64;
+ThreadStart g_thread_starts[kThreadStartPool];
+
+bool Pooled(const ThreadStart* s) {
+  return s >= g_thread_starts && s < g_thread_starts + kThreadStartPool;
+}
+
+ThreadStart* NewThreadStart(void* (*fn)(void*), void* arg, const pthread_attr_t* attr) {
+  ThreadStart* s = nullptr;
+  for (ThreadStart& r : g_thread_starts) {
+    if (!r.taken.load(std::memory_order_relaxed) &&
+        !r.taken.exchange(true, std::memory_order_acquire)) {
+      s = &r;
+      break;
+    }
+  }
+  if (s == nullptr && (s = new (std::nothrow) ThreadStart) == nullptr) return nullptr;
+  s->fn = fn;
+  s->arg = arg;
+  s->stack = StackHintFor(attr);
+  return s;
+}
+
+void FreeThreadStart(ThreadStart* s) {
+  if (Pooled(s)) {
+    s->taken.store(false, std::memory_order_release);
+  } else {
+    delete s;
+  }
+}
 
 void* ThreadTrampoline(void* p) {
-  ThreadStart start = *static_cast<ThreadStart*>(p);
-  delete static_cast<ThreadStart*>(p);
-  if (g_state.recording()) RegisterCurrentThread();
-  return start.fn(start.arg);
+  auto* record = static_cast<ThreadStart*>(p);
+  void* (*fn)(void*) = record->fn;
+  void* arg = record->arg;
+  const StackHint stack = record->stack;
+  FreeThreadStart(record);
+  if (g_state.recording()) RegisterCurrentThread(/*prepare=*/false, &stack);
+  return fn(arg);
 }
 
 // --- Program threads when another pthread_create comes before libdlprof's ---
@@ -380,10 +421,10 @@ int ProgramPthreadCreate(pthread_t* thread, const pthread_attr_t* attr, void* (*
   if (g_behind_other_pthread_create) {
     return CreateBehindOtherPthreadCreate(real, thread, attr, fn, arg);
   }
-  auto* start = new (std::nothrow) ThreadStart{fn, arg};
+  ThreadStart* start = NewThreadStart(fn, arg, attr);
   if (start == nullptr) return real(thread, attr, fn, arg);
   int rc = real(thread, attr, ThreadTrampoline, start);
-  if (rc != 0) delete start;
+  if (rc != 0) FreeThreadStart(start);
   return rc;
 }
 

@@ -66,7 +66,7 @@ void ResetSlot(ThreadSlot* s) {
   s->blocked_rewalk = false;
 }
 
-ThreadSlot* ClaimSlot(pid_t tid) {
+ThreadSlot* ClaimSlot(pid_t tid, const StackHint* hint) {
   for (int i = 0; i < kMaxThreads; ++i) {
     int expected = kSlotFree;
     if (!g_slots[i].state.compare_exchange_strong(expected, kSlotClaimed)) continue;
@@ -86,7 +86,7 @@ ThreadSlot* ClaimSlot(pid_t tid) {
     s->events.Init(g_event_mem[i], g_event_mem[i] ? kEventRingWords : 0);
     ResetSlot(s);
     s->tid.store(tid, std::memory_order_relaxed);
-    s->bounds = tid == CurrentTid() ? CurrentStackBounds() : StackBounds{};
+    s->bounds = tid == CurrentTid() ? CurrentStackBounds(hint) : StackBounds{};
     s->timer = ThreadTimer{};
     return s;
   }

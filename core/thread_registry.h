@@ -122,8 +122,9 @@ int SlotLimit();
 
 // Claims a slot for `tid` (allocating its rings and unwind stack on first use;
 // they are kept when a slot is reused, and never freed). Fills the stack bounds when `tid` is
-// the calling thread. nullptr when all slots are taken. Not signal-safe.
-ThreadSlot* ClaimSlot(pid_t tid);
+// the calling thread (with `hint`, its creator's view of its stack, if known:
+// CurrentStackBounds). nullptr when all slots are taken. Not signal-safe.
+ThreadSlot* ClaimSlot(pid_t tid, const StackHint* hint = nullptr);
 // Makes a claimed slot visible to the handler and the collector.
 void PublishSlot(ThreadSlot* s);
 // The slot of a live thread by tid, or nullptr.

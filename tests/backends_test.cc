@@ -20,6 +20,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -39,6 +40,7 @@
 #include "backends/backend_factories.h"
 #include "backends/timer_source.h"
 #include "backends/cfi_tables.h"
+#include "backends/stack_bounds.h"
 #include "backends/unwinder.h"
 #include "tests/support/sanitizer.h"
 
@@ -1307,6 +1309,147 @@ TEST(PerfTimerTest, NeedsNoPrivilege) {
     return ratio >= 0.8 && ratio <= 1.1 ? 0 : 3;
   });
   EXPECT_EQ(status, 0);
+}
+
+
+// --- Stack bounds without allocating (backends/stack_bounds.h) ---
+//
+// Each is checked against glibc's own answer (pthread_getattr_np): never
+// outside the stack it gives (an unguarded read there would fault), and short
+// of it by less than a page at either end.
+
+uintptr_t TestPage() { return static_cast<uintptr_t>(sysconf(_SC_PAGESIZE)); }
+
+uintptr_t HereSp() { return reinterpret_cast<uintptr_t>(__builtin_frame_address(0)); }
+
+TEST(StackBoundsTest, MainThreadsComeFromTheAuxiliaryVectorAndAgreeWithGlibc) {
+  ASSERT_EQ(gettid(), getpid()) << "gtest runs TEST bodies on the main thread";
+  rlimit rl{};
+  ASSERT_EQ(getrlimit(RLIMIT_STACK, &rl), 0);
+  if (rl.rlim_cur == RLIM_INFINITY) GTEST_SKIP() << "unlimited RLIMIT_STACK: glibc's maps walk is used";
+  StackBounds ours;
+  ASSERT_TRUE(MainThreadStackBounds(HereSp(), &ours));
+  const StackBounds glibc = StackBoundsOf(pthread_self());
+  uintptr_t stack_end = 0;
+  FILE* maps = fopen("/proc/self/maps", "r");
+  ASSERT_NE(maps, nullptr);
+  char line[512];
+  while (fgets(line, sizeof line, maps) != nullptr) {
+    unsigned long from = 0, to = 0;
+    if (strstr(line, "[stack]") != nullptr && sscanf(line, "%lx-%lx", &from, &to) == 2) stack_end = to;
+  }
+  fclose(maps);
+  EXPECT_EQ(ours.hi, stack_end) << "the end of the [stack] mapping";
+  // glibc ends at the page above __libc_stack_end, below the argument and
+  // environment strings, and stops at the mapping below when it is nearer
+  // than the limit.
+  EXPECT_GE(ours.hi, glibc.hi);
+  EXPECT_LE(ours.lo, glibc.lo);
+  EXPECT_EQ(ours.hi - ours.lo, rl.rlim_cur & ~(TestPage() - 1));
+  EXPECT_LT(ours.lo, HereSp());
+  // CurrentStackBounds takes this path, with or without a hint.
+  const StackBounds current = CurrentStackBounds();
+  EXPECT_EQ(current.hi, ours.hi);
+  EXPECT_EQ(current.lo, ours.lo);
+}
+
+TEST(StackBoundsTest, ANonMainThreadIsNotTakenForTheMainOne) {
+  bool claimed = true;
+  std::thread([&] {
+    StackBounds b;
+    claimed = MainThreadStackBounds(HereSp(), &b);
+  }).join();
+  EXPECT_FALSE(claimed);
+}
+
+struct HintedCase {
+  const char* name;
+  size_t stack_size;  // 0: the default attr (pthread_create with a null attr)
+  size_t guard;       // SIZE_MAX: the attr's default
+  bool own_stack;     // the program maps the stack itself (pthread_attr_setstack)
+};
+
+struct HintedRun {
+  StackHint hint;
+  bool ok = false;
+  StackBounds ours, glibc;
+  uintptr_t sp = 0;
+  bool lo_readable = false;
+};
+
+void* HintedThread(void* p) {
+  auto* run = static_cast<HintedRun*>(p);
+  run->sp = HereSp();
+  run->ok = HintedStackBounds(run->hint, run->sp, &run->ours);
+  run->glibc = StackBoundsOf(pthread_self());
+  if (run->ok) {
+    // Inside the usable stack: readable (a guard page here would kill the test).
+    const uintptr_t word = *reinterpret_cast<volatile const uintptr_t*>(run->ours.lo);
+    (void)word;
+    run->lo_readable = true;
+  }
+  return nullptr;
+}
+
+TEST(StackBoundsTest, ThreadsFromTheirCreatorsHintAgreeWithGlibc) {
+  const uintptr_t page = TestPage();
+  const HintedCase cases[] = {
+      {"default attr", 0, SIZE_MAX, false},
+      {"PTHREAD_STACK_MIN", static_cast<size_t>(PTHREAD_STACK_MIN), SIZE_MAX, false},
+      {"not a page multiple", static_cast<size_t>(PTHREAD_STACK_MIN) + 100, SIZE_MAX, false},
+      {"256 KiB, 64 KiB guard", 256 << 10, 64 << 10, false},
+      {"1 MiB, no guard", 1 << 20, 0, false},
+      {"the program's own 128 KiB", 128 << 10, SIZE_MAX, true},
+  };
+  for (const HintedCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    pthread_attr_t attr;
+    ASSERT_EQ(pthread_attr_init(&attr), 0);
+    void* own = nullptr;
+    if (c.own_stack) {
+      own = mmap(nullptr, c.stack_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      ASSERT_NE(own, MAP_FAILED);
+      ASSERT_EQ(pthread_attr_setstack(&attr, own, c.stack_size), 0);
+    } else if (c.stack_size != 0) {
+      ASSERT_EQ(pthread_attr_setstacksize(&attr, c.stack_size), 0);
+    }
+    if (c.guard != SIZE_MAX) {
+      ASSERT_EQ(pthread_attr_setguardsize(&attr, c.guard), 0);
+    }
+    const bool default_attr = c.stack_size == 0;
+    HintedRun run;
+    run.hint = StackHintFor(default_attr ? nullptr : &attr);
+    if (c.own_stack) {
+      EXPECT_EQ(run.hint.user_lo, reinterpret_cast<uintptr_t>(own));
+    } else {
+      EXPECT_EQ(run.hint.user_lo, 0u);
+    }
+    pthread_t t;
+    ASSERT_EQ(pthread_create(&t, default_attr ? nullptr : &attr, HintedThread, &run), 0);
+    pthread_join(t, nullptr);
+    pthread_attr_destroy(&attr);
+    if (own != nullptr) munmap(own, c.stack_size);
+    ASSERT_TRUE(run.ok) << "sp " << std::hex << run.sp;
+    ASSERT_NE(run.glibc.hi, 0u);
+    // Never outside glibc's stack...
+    EXPECT_GE(run.ours.lo, run.glibc.lo);
+    EXPECT_LE(run.ours.hi, (run.glibc.hi + page - 1) & ~(page - 1));
+    EXPECT_TRUE(run.lo_readable);
+    // ...and short of it by less than a page at either end (glibc may hand
+    // out a bigger cached stack: then only the requested size is known).
+    EXPECT_LT(run.glibc.hi - std::min(run.glibc.hi, run.ours.hi), page);
+    EXPECT_GE(run.ours.hi - run.ours.lo + page, run.hint.size) << "hint " << run.hint.size;
+    EXPECT_LT(run.ours.lo, run.sp);
+  }
+}
+
+TEST(StackBoundsTest, AHintThatDoesNotHoldTheStackPointerIsRefused) {
+  StackBounds b;
+  StackHint elsewhere;
+  elsewhere.user_lo = 4096;
+  elsewhere.size = 4096;
+  EXPECT_FALSE(HintedStackBounds(elsewhere, HereSp(), &b));
+  EXPECT_FALSE(HintedStackBounds(StackHint{}, HereSp(), &b)) << "no size: unknown";
 }
 
 }  // namespace
