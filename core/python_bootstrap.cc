@@ -6,7 +6,6 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <vector>
 
 // Where `cmake --install` puts the Python package, relative to the installed
@@ -33,6 +32,31 @@ std::string ReadCmdline() {
   return out;
 }
 
+// `path` without empty or "." components, each ".." taking the one before it
+// (at the root, nothing), no trailing '/': std::filesystem's lexically_normal
+// for POSIX paths, written out because std::filesystem would bring
+// libstdc++'s locales and iostreams, and their static initializers, into
+// libdlprof (core/CMakeLists.txt links libstdc++ in).
+std::string LexicallyNormal(const std::string& path) {
+  const bool absolute = !path.empty() && path[0] == '/';
+  std::vector<std::string> parts;
+  for (size_t at = 0; at <= path.size();) {
+    size_t end = path.find('/', at);
+    if (end == std::string::npos) end = path.size();
+    const std::string part = path.substr(at, end - at);
+    at = end + 1;
+    if (part.empty() || part == ".") continue;
+    if (part == ".." && !parts.empty() && parts.back() != "..") {
+      parts.pop_back();
+    } else if (part != ".." || !absolute) {
+      parts.push_back(part);
+    }
+  }
+  std::string out = absolute ? "/" : "";
+  for (size_t i = 0; i < parts.size(); ++i) out += (i > 0 ? "/" : "") + parts[i];
+  return out.empty() ? "." : out;
+}
+
 // The path without symlinks, "." or "..": realpath, or, where it fails (an
 // ASan runtime loaded after libc fails it this early), the path as written,
 // lexically normalised.
@@ -42,9 +66,7 @@ std::string Canonical(const std::string& path) {
     free(real);
     return out;
   }
-  std::string out = std::filesystem::path(path).lexically_normal().string();
-  while (out.size() > 1 && out.back() == '/') out.pop_back();
-  return out;
+  return LexicallyNormal(path);
 }
 
 // Whether `dir` (Canonical) is one of the entries of a PYTHONPATH value.
