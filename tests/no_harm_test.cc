@@ -392,6 +392,22 @@ TEST(NoHarm, AddressSpaceLimitLeavesTheProgramItsMemory) {
                                       << " MiB with dlprof, " << plain << " MiB without";
 }
 
+// libdlprof links libstdc++ in (core/CMakeLists.txt) with exception memory
+// of its own (core/exception_memory.cc): libstdc++'s emergency pool, 73 KB
+// malloc'd at load, is not on the heap of a program that has no C++ runtime
+// (82 KB at main before, 9.7 KB now: the session's own start).
+TEST(NoHarm, AProgramsHeapAtMainHoldsNoExceptionPoolOfDlprofs) {
+  if (testing::kUnderSanitizer) GTEST_SKIP() << "sanitizer builds keep libstdc++ shared (and own the heap)";
+  Pair p = RunBoth({Harm("heap_at_main")});
+  ASSERT_EQ(p.plain.result.exit_code, 0) << Show(p.plain.result);
+  ASSERT_EQ(p.profiled.result.exit_code, 0) << Show(p.profiled.result);
+  auto bytes = [](const std::string& out) { return atol(out.c_str() + strlen("in use at main: ")); };
+  const long plain = bytes(p.plain.result.out), profiled = bytes(p.profiled.result.out);
+  EXPECT_LT(profiled - plain, 32 * 1024) << "heap in use at main: " << profiled << " bytes with dlprof, "
+                                         << plain << " without";
+  EXPECT_FALSE(p.files.empty()) << "the profiled run started a session";
+}
+
 TEST(NoHarm, PythonForkDoesNotWarnAboutThreadsItDidNotStart) {
   std::string python = FindPython();
   if (python.empty()) GTEST_SKIP() << "no python3 in PATH";
