@@ -285,7 +285,15 @@ void* ThreadTrampoline(void* p) {
   void* arg = record->arg;
   const StackHint stack = record->stack;
   FreeThreadStart(record);
+  // Not cancellable meanwhile: registering makes system calls that are
+  // cancellation points (close), and a thread cancelled before it starts
+  // would otherwise be unwound out of dlprof's half-done registration. A
+  // pending cancel is acted on at the program's first cancellation point,
+  // as without dlprof.
+  int cancel_state = PTHREAD_CANCEL_ENABLE;
+  pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
   if (g_state.recording()) RegisterCurrentThread(/*prepare=*/false, &stack);
+  pthread_setcancelstate(cancel_state, nullptr);
   return fn(arg);
 }
 
