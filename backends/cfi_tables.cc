@@ -232,14 +232,29 @@ bool Counters(uint64_t* adds, uint64_t* subs) {
 }
 
 // False when the loader was busy.
+// No exception may leave a dl_iterate_phdr callback (core/proc_maps.cc,
+// CollectBuildIds, says why): out of memory, the walk stops and the
+// bad_alloc is raised again here, outside the loader (CfiMaintain takes it).
 bool ScanObjects(std::vector<Scanned>* out) {
-  return IterateObjects(
+  struct Scan {
+    std::vector<Scanned>* out;
+    bool out_of_memory = false;
+  } scan{out};
+  const bool walked = IterateObjects(
       [](dl_phdr_info* info, size_t, void* data) {
-        Scanned s;
-        if (Describe(info, &s)) static_cast<std::vector<Scanned>*>(data)->push_back(std::move(s));
-        return 0;
+        auto* scan = static_cast<Scan*>(data);
+        try {
+          Scanned s;
+          if (Describe(info, &s)) scan->out->push_back(std::move(s));
+          return 0;
+        } catch (const std::bad_alloc&) {
+          scan->out_of_memory = true;
+          return 1;
+        }
       },
-      out);
+      &scan);
+  if (scan.out_of_memory) throw std::bad_alloc();
+  return walked;
 }
 
 enum class Presence { kLoaded, kGone, kLoaderBusy };

@@ -14,6 +14,8 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <new>
 #include <string>
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -139,7 +141,10 @@ void UnlockedChores() {
     G->python_state = "off: the program replaced dlprof's SIGSEGV/SIGBUS handler";
     WarnLine("dlprof: SIGSEGV/SIGBUS handler replaced by the program; Python frames off\n");
     pthread_mutex_lock(&g_collector_mu);
-    if (g_collector != nullptr) g_collector->SetProcessField("python_frames", G->python_state);
+    try {
+      if (g_collector != nullptr) g_collector->SetProcessField("python_frames", G->python_state);
+    } catch (const std::bad_alloc&) {  // not with the lock held (CollectorMain)
+    }
     pthread_mutex_unlock(&g_collector_mu);
   }
 }
@@ -167,6 +172,18 @@ __attribute__((noinline)) void ClearStaleStackShadow() {
   pthread_attr_destroy(&attr);
 }
 #endif
+
+// The collector lock, as the tick loop holds it: `locked` says whether this
+// thread holds it, for the loop's way out on a bad_alloc (CollectorMain).
+void LockTick(bool* locked) {
+  pthread_mutex_lock(&g_collector_mu);
+  *locked = true;
+}
+
+void UnlockTick(bool* locked) {
+  *locked = false;
+  pthread_mutex_unlock(&g_collector_mu);
+}
 
 void* CollectorMain(void*) {
 #if defined(__SANITIZE_ADDRESS__)
@@ -203,112 +220,133 @@ void* CollectorMain(void*) {
   // interval it closes, so neither the state it samples nor the wall time it
   // weighs that state with is biased; the mean rate is unchanged.
   uint64_t rng = static_cast<uint64_t>(next) ^ (static_cast<uint64_t>(getpid()) << 32) ^ 0x9e3779b97f4a7c15ULL;
-  while (CollectorHasWork()) {
-    const uint32_t wake_seen = g_mailbox.WakeCount();
-    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;  // xorshift64
-    const int64_t period = steady_ticks >= kSteadyTicksBeforeSlow ? slow_period : fast_period;
-    next += period / 2 + static_cast<int64_t>(rng % static_cast<uint64_t>(period + 1));
-    int64_t now = MonotonicNs();
-    if (next < now) next = now;  // fell behind (suspended): don't burst
-    // The once-a-second flush is never later for a slow tick.
-    const int64_t deadline = std::min(next, std::max<int64_t>(now, last_flush + 1000000000LL));
-    if (RequestWaiting() || g_mailbox.Sleep(deadline, wake_seen)) {
-      next = MonotonicNs();  // woken for a request: the next tick is a period from now
-      steady_ticks = 0;
-    }
-    UnlockedChores();
-    pthread_mutex_lock(&g_collector_mu);
-    if (!CollectorHasWork() || g_collector == nullptr) {
-      pthread_mutex_unlock(&g_collector_mu);
-      break;
-    }
-    // The flush tickets first, then the requests: a request posted before
-    // its poster took a ticket (BeforeExec) is then served by the flush that
-    // answers the ticket. (The other way round, a flush published for a
-    // ticket whose exec request was left for the next tick: the exec went
-    // ahead and the file had no END.)
-    const uint64_t requested = g_mailbox.flush_requested();
-    const uint32_t requests = g_mailbox.Take();  // each is served in this tick
-    now = MonotonicNs();
-    if (requests & kRequestDisarm) DisarmAllLiveThreads();
-    EndBaseline(now);
-    RecordSamplingOff(g_collector);
-    if (requests & kRequestWorker) ApplyPendingWorker(g_collector);
-    steady_ticks = g_collector->SnapshotTick(now) ? 0 : steady_ticks + 1;
-    g_collector->Drain();
-    if (g_main_thread_exited.load(std::memory_order_acquire) && NoProgramThreadLeft()) {
-      pthread_mutex_unlock(&g_collector_mu);
-      EndProcessAsLastThread();
-    }
-    if (g_state.phase() == Phase::kEnding) {
-      // exit() asked for it meanwhile (it waits for this lock): its thread
-      // writes the END.
-      if (g_state.end_cause() == kEndExit) {
-        pthread_mutex_unlock(&g_collector_mu);
+  // The ticks, left on a std::bad_alloc from anywhere in one. Under an
+  // address-space limit the collector's own containers run out of memory
+  // (interned stacks, wall records, a maps record): the exception left to
+  // itself ended the program by std::terminate. Here CPU sampling steps aside
+  // (one line that allocates nothing) and the ticks go on, so what is
+  // recorded is still written once memory is back (NoHarm.
+  // AnExhaustedAddressSpaceStopsSamplingInsteadOfTheProgram).
+  bool locked = false;
+  auto ticks = [&] {
+    while (CollectorHasWork()) {
+      const uint32_t wake_seen = g_mailbox.WakeCount();
+      rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;  // xorshift64
+      const int64_t period = steady_ticks >= kSteadyTicksBeforeSlow ? slow_period : fast_period;
+      next += period / 2 + static_cast<int64_t>(rng % static_cast<uint64_t>(period + 1));
+      int64_t now = MonotonicNs();
+      if (next < now) next = now;  // fell behind (suspended): don't burst
+      // The once-a-second flush is never later for a slow tick.
+      const int64_t deadline = std::min(next, std::max<int64_t>(now, last_flush + 1000000000LL));
+      if (RequestWaiting() || g_mailbox.Sleep(deadline, wake_seen)) {
+        next = MonotonicNs();  // woken for a request: the next tick is a period from now
+        steady_ticks = 0;
+      }
+      UnlockedChores();
+      LockTick(&locked);
+      if (!CollectorHasWork() || g_collector == nullptr) {
+        UnlockTick(&locked);
         break;
       }
-      WriteEnd(now);
-      g_mailbox.PublishFlushDone(requested);  // releases the waiter
-      pthread_mutex_unlock(&g_collector_mu);
-      break;
-    }
-    if (requests & kRequestRearm) {  // an exec failed: sample again
-      ended_for_exec = false;
-      if (G->timer != nullptr && G->timer->SurvivesExec()) {
-        std::string error;
-        G->timer->Start(kProfilingSignal, G->config.hz, &error);
+      // The flush tickets first, then the requests: a request posted before
+      // its poster took a ticket (BeforeExec) is then served by the flush that
+      // answers the ticket. (The other way round, a flush published for a
+      // ticket whose exec request was left for the next tick: the exec went
+      // ahead and the file had no END.)
+      const uint64_t requested = g_mailbox.flush_requested();
+      const uint32_t requests = g_mailbox.Take();  // each is served in this tick
+      now = MonotonicNs();
+      if (requests & kRequestDisarm) DisarmAllLiveThreads();
+      EndBaseline(now);
+      RecordSamplingOff(g_collector);
+      if (requests & kRequestWorker) ApplyPendingWorker(g_collector);
+      steady_ticks = g_collector->SnapshotTick(now) ? 0 : steady_ticks + 1;
+      g_collector->Drain();
+      if (g_main_thread_exited.load(std::memory_order_acquire) && NoProgramThreadLeft()) {
+        UnlockTick(&locked);
+        EndProcessAsLastThread();
       }
-      ArmAllLiveThreads();
-    }
-    const bool exec_end = (requests & kRequestExecEnd) != 0;
-    if (exec_end) {
-      DisarmAllLiveThreads();
-      if (G->timer->SurvivesExec()) G->timer->Stop();  // it would kill the new image
-      NoteUnwinderState(g_collector);
-      g_collector->SetProcessField("end", "exec");
-    }
-    if (exec_end && g_collector->file_pending()) {
-      // A fork child that execs before its first tick: no file (its image
-      // makes its own). It stays pending, for a failed exec's next tick.
-      ended_for_exec = true;
-      g_mailbox.PublishFlushDone(requested);
-      pthread_mutex_unlock(&g_collector_mu);
-      if (requests & kRequestPause) break;
-      continue;
-    }
-    if (!ended_for_exec && !EnsureCollectorFile()) {
-      // The fork child's file could not be made: nothing can be kept.
-      g_mailbox.PublishFlushDone(requested);
-      pthread_mutex_unlock(&g_collector_mu);
-      break;
-    }
-    if (!exec_end && ended_for_exec) {
-      // The file ends with END until the exec fails: nothing after it, or a
-      // reader takes the file for one that died. (The exec's poster may get
-      // its ticket only after the END went out: that flush is answered here.)
-      g_mailbox.PublishFlushDone(requested);
-      pthread_mutex_unlock(&g_collector_mu);
-      if (requests & kRequestPause) break;
-      continue;
-    }
-    if (now - last_flush >= 1000000000LL || requested != g_mailbox.flush_done() || exec_end ||
-        G->write_every_tick) {
-      if (!g_collector->Flush() || (exec_end && !g_collector->WriteEnd(now))) {
-        // Disk full, file size limit, I/O error: Flush said so in one line.
-        // Nothing more can be kept, so nothing more is collected: timers
-        // disarmed, this thread ends, annotations fall back to a branch.
-        StopSampling(kOutputFailed);
-        g_state.Apply(PhaseEvent::kOutputFailed);
+      if (g_state.phase() == Phase::kEnding) {
+        // exit() asked for it meanwhile (it waits for this lock): its thread
+        // writes the END.
+        if (g_state.end_cause() == kEndExit) {
+          UnlockTick(&locked);
+          break;
+        }
+        WriteEnd(now);
+        g_mailbox.PublishFlushDone(requested);  // releases the waiter
+        UnlockTick(&locked);
+        break;
+      }
+      if (requests & kRequestRearm) {  // an exec failed: sample again
+        ended_for_exec = false;
+        if (G->timer != nullptr && G->timer->SurvivesExec()) {
+          std::string error;
+          G->timer->Start(kProfilingSignal, G->config.hz, &error);
+        }
+        ArmAllLiveThreads();
+      }
+      const bool exec_end = (requests & kRequestExecEnd) != 0;
+      if (exec_end) {
+        DisarmAllLiveThreads();
+        if (G->timer->SurvivesExec()) G->timer->Stop();  // it would kill the new image
+        NoteUnwinderState(g_collector);
+        g_collector->SetProcessField("end", "exec");
+      }
+      if (exec_end && g_collector->file_pending()) {
+        // A fork child that execs before its first tick: no file (its image
+        // makes its own). It stays pending, for a failed exec's next tick.
+        ended_for_exec = true;
         g_mailbox.PublishFlushDone(requested);
-        pthread_mutex_unlock(&g_collector_mu);
+        UnlockTick(&locked);
+        if (requests & kRequestPause) break;
+        continue;
+      }
+      if (!ended_for_exec && !EnsureCollectorFile()) {
+        // The fork child's file could not be made: nothing can be kept.
+        g_mailbox.PublishFlushDone(requested);
+        UnlockTick(&locked);
         break;
       }
-      last_flush = now;
-      ended_for_exec = exec_end;
-      g_mailbox.PublishFlushDone(requested);
+      if (!exec_end && ended_for_exec) {
+        // The file ends with END until the exec fails: nothing after it, or a
+        // reader takes the file for one that died. (The exec's poster may get
+        // its ticket only after the END went out: that flush is answered here.)
+        g_mailbox.PublishFlushDone(requested);
+        UnlockTick(&locked);
+        if (requests & kRequestPause) break;
+        continue;
+      }
+      if (now - last_flush >= 1000000000LL || requested != g_mailbox.flush_done() || exec_end ||
+          G->write_every_tick) {
+        if (!g_collector->Flush() || (exec_end && !g_collector->WriteEnd(now))) {
+          // Disk full, file size limit, I/O error: Flush said so in one line.
+          // Nothing more can be kept, so nothing more is collected: timers
+          // disarmed, this thread ends, annotations fall back to a branch.
+          StopSampling(kOutputFailed);
+          g_state.Apply(PhaseEvent::kOutputFailed);
+          g_mailbox.PublishFlushDone(requested);
+          UnlockTick(&locked);
+          break;
+        }
+        last_flush = now;
+        ended_for_exec = exec_end;
+        g_mailbox.PublishFlushDone(requested);
+      }
+      UnlockTick(&locked);
+      if (requests & kRequestPause) break;
     }
-    pthread_mutex_unlock(&g_collector_mu);
-    if (requests & kRequestPause) break;
+  };
+  for (;;) {
+    try {
+      ticks();
+      break;
+    } catch (const std::bad_alloc&) {
+      if (locked) UnlockTick(&locked);
+      if (StopSampling(kCollectorOutOfMemory)) {
+        WarnLine("dlprof: out of memory in the collector: CPU sampling stops here\n");
+      }
+    }
   }
   // The tid goes first: a reader (CollectorCpuNs) that sees the new sum
   // then sees no live thread to add, so nothing is counted twice.
@@ -365,12 +403,22 @@ bool StartCollectorThread() {
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  // The default stack is RLIMIT_STACK's size: with `ulimit -s 4000000` the
+  // collector alone reserved 4 GB of the program's address space, and past
+  // the machine's memory it could not start at all. 2-8 MiB, as glibc's
+  // usual default.
+  constexpr size_t kMinStack = size_t{2} << 20, kMaxStack = size_t{8} << 20;
+  size_t stack = 0;
+  if (pthread_attr_getstacksize(&attr, &stack) == 0 && (stack < kMinStack || stack > kMaxStack)) {
+    pthread_attr_setstacksize(&attr, std::clamp(stack, kMinStack, kMaxStack));
+  }
   g_collector_running.store(true);
   g_collector_entered.store(0);
   int rc = StartInternalThread(&thread, &attr, CollectorMain, nullptr);
   pthread_attr_destroy(&attr);
   if (rc != 0) {
     g_collector_running.store(false);
+    Warn(std::string("dlprof: cannot start its collector thread: ") + strerror(rc));
     return false;
   }
   // Under ASan, returns once the thread runs CollectorMain (at most 1 s),

@@ -28,6 +28,7 @@ struct LoadedRange {
 struct BuildIdScan {
   std::vector<std::string> ids;  // one per object with a build-id
   std::vector<LoadedRange> ranges;
+  bool out_of_memory = false;  // the walk stopped there (CollectBuildIds)
 };
 
 std::string NoteBuildId(const dl_phdr_info* info) {
@@ -51,17 +52,27 @@ std::string NoteBuildId(const dl_phdr_info* info) {
   return {};
 }
 
+// A dl_iterate_phdr callback: no exception may leave it. It would unwind
+// through the loader's frames, whose cleanup makes glibc dlopen libgcc_s,
+// which is fatal when memory is short ("libgcc_s.so.1 must be installed for
+// unwinding to work"). Out of memory, the walk stops here and the caller
+// raises the bad_alloc again, outside the loader.
 int CollectBuildIds(dl_phdr_info* info, size_t, void* data) {
   auto* scan = static_cast<BuildIdScan*>(data);
-  std::string id = NoteBuildId(info);
-  if (id.empty()) return 0;
-  scan->ids.push_back(std::move(id));
-  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  for (int i = 0; i < info->dlpi_phnum; ++i) {
-    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-    if (ph.p_type != PT_LOAD || ph.p_memsz == 0) continue;
-    const uintptr_t first = info->dlpi_addr + ph.p_vaddr;
-    scan->ranges.push_back({first & ~(page - 1), first + ph.p_memsz, scan->ids.size() - 1});
+  try {
+    std::string id = NoteBuildId(info);
+    if (id.empty()) return 0;
+    scan->ids.push_back(std::move(id));
+    const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    for (int i = 0; i < info->dlpi_phnum; ++i) {
+      const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+      if (ph.p_type != PT_LOAD || ph.p_memsz == 0) continue;
+      const uintptr_t first = info->dlpi_addr + ph.p_vaddr;
+      scan->ranges.push_back({first & ~(page - 1), first + ph.p_memsz, scan->ids.size() - 1});
+    }
+  } catch (const std::bad_alloc&) {
+    scan->out_of_memory = true;
+    return 1;
   }
   return 0;
 }
@@ -248,6 +259,7 @@ bool ReadExecutableMappings(std::vector<MapEntry>* result, bool last_chance) {
       !TryIterateLoadedObjects(CollectBuildIds, &scan) && !last_chance) {
     return false;
   }
+  if (scan.out_of_memory) throw std::bad_alloc();
   std::sort(scan.ranges.begin(), scan.ranges.end(),
             [](const LoadedRange& a, const LoadedRange& b) { return a.lo < b.lo; });
 

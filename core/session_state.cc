@@ -79,6 +79,7 @@ const char* OffReasonText(int reason) {
     case kOutputFailed: return "off: the profile could not be written";
     case kNoUnwinder: return "off: no unwinder usable in this fork child";
     case kSeccompFilter: return "off: the program installs a seccomp filter";
+    case kCollectorOutOfMemory: return "off: the collector ran out of memory";
     default: return "on";
   }
 }

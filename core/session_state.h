@@ -54,6 +54,7 @@ enum OffReason : int {
   kOutputFailed,        // the profile cannot be written (disk full, file size limit)
   kNoUnwinder,          // a fork child that cannot use its unwinder, and no fallback
   kSeccompFilter,       // the program installs a seccomp filter (dlprof steps aside)
+  kCollectorOutOfMemory,  // the collector's own allocations failed (RLIMIT_AS)
 };
 const char* OffReasonText(int reason);
 

@@ -396,6 +396,32 @@ TEST(NoHarm, AddressSpaceLimitLeavesTheProgramItsMemory) {
 // of its own (core/exception_memory.cc): libstdc++'s emergency pool, 73 KB
 // malloc'd at load, is not on the heap of a program that has no C++ runtime
 // (82 KB at main before, 9.7 KB now: the session's own start).
+// A thread cancelled before its start routine runs: the cancel used to fire
+// inside dlprof's registration (close() is a cancellation point), and with
+// libgcc's unwinder linked into libdlprof as well, the unwind glibc drives
+// through libgcc_s called dlprof's personality routine, whose private
+// _Unwind_SetGR aborted the process (7 runs of 7, issue 11's hostile review).
+// The program takes all the address space RLIMIT_AS leaves and holds it
+// for 500 ms while four threads wait: every allocation of the collector's
+// fails meanwhile. A std::bad_alloc from its ticks (interning a blocked
+// thread's stack, the "sampling off" field, the unwind tables' scan of the
+// loaded objects, thrown through glibc's dl_iterate_phdr) ended the program
+// by std::terminate in 4 runs of 4. Now CPU sampling steps aside with one
+// line, and what was recorded is written.
+TEST(NoHarm, AnExhaustedAddressSpaceStopsSamplingInsteadOfTheProgram) {
+  if (testing::kUnderSanitizer) GTEST_SKIP() << "sanitizers reserve terabytes of shadow: no RLIMIT_AS";
+  Pair p = RunBoth({Harm("exhaust_memory"), "4"});
+  ASSERT_EQ(p.plain.result.out, "held over 16 MiB for 500 ms with 4 threads waiting\n")
+      << Show(p.plain.result);
+  EXPECT_TRUE(NoHarm(p));
+}
+
+TEST(NoHarm, ThreadsCancelledBeforeTheyStartEndCancelled) {
+  Pair p = RunBoth({Harm("cancel_early"), "200"});
+  ASSERT_EQ(p.plain.result.out, "cancelled 200 of 200\n") << Show(p.plain.result);
+  EXPECT_TRUE(NoHarm(p));
+}
+
 TEST(NoHarm, AProgramsHeapAtMainHoldsNoExceptionPoolOfDlprofs) {
   if (testing::kUnderSanitizer) GTEST_SKIP() << "sanitizer builds keep libstdc++ shared (and own the heap)";
   Pair p = RunBoth({Harm("heap_at_main")});
