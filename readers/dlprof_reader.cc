@@ -16,6 +16,7 @@
 #include "core/varint.h"
 #include "readers/file_bytes.h"
 #include "readers/id_map.h"
+#include "readers/tick_cpu_split.h"
 #include "readers/unsampled_ticks.h"
 
 namespace dlprof {
@@ -592,6 +593,9 @@ void FileDecoder::Finish() {
     last = std::max(last, r.time);
   }
   ShareUnsampledTicks(p_, proc_index_, period);
+  // Then the wall ticks' CPU that the samples place in other stages
+  // (readers/tick_cpu_split.h): short stages between a thread's waits.
+  SplitTickCpuBySamples(p_, proc_index_, StateStack(0));
   if (pr.mode != "detailed") {
     // Outside detailed mode a thread's stage events start only once it
     // loses periods in the kernel: they served the sharing above, and as
