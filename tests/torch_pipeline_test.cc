@@ -40,6 +40,7 @@
 
 #include "reports/analysis.h"
 #include "tests/support/files.h"
+#include "tests/support/report_agreement.h"
 #include "tests/support/sanitizer.h"
 #include "tests/support/subprocess.h"
 
@@ -331,6 +332,10 @@ void CheckRun(const TrainRun& run, const Expected& e) {
   for (const std::string& name : wanted) {
     EXPECT_TRUE(stages.count(name)) << "no stage '" << name << "' in the report";
   }
+
+  // Every figure the report gives twice is the same (summary.json, .txt,
+  // report.html, stacks.folded, profile.pb.gz, trace.json).
+  testing::ExpectReportAgrees(testing::ReadReportFolder(run.dir + "/report"), std::string(e.stage) != "");
 }
 
 class TorchPipeline : public ::testing::TestWithParam<Expected> {};
