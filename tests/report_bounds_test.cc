@@ -27,6 +27,7 @@
 #include "core/varint.h"
 #include "readers/dlprof_reader.h"
 #include "readers/profile.h"
+#include "reports/utf8.h"
 #include "tests/support/files.h"
 #include "tests/support/sanitizer.h"
 #include "tests/support/subprocess.h"
@@ -57,14 +58,16 @@ constexpr uint64_t kRssConstant = uint64_t{128} << 20;
 // A .dlprof file written chunk by chunk.
 class FileBuilder {
  public:
-  FileBuilder() {
+  // `extra`: more fields of the process chunk, after the usual ones.
+  explicit FileBuilder(const std::vector<std::pair<std::string, std::string>>& extra = {}) {
     data_ = std::string(DLPROF_FILE_MAGIC, 8);
     PutU32(DLPROF_FORMAT_VERSION);
     PutU32(0);
     std::string b;
-    const std::vector<std::pair<std::string, std::string>> fields = {
+    std::vector<std::pair<std::string, std::string>> fields = {
         {"pid", "4242"}, {"ppid", "1"}, {"role", "worker"}, {"worker", "9"}, {"hz", "100"},
         {"mode", "light"}, {"start_ns", "1000000"}, {"command", "hostile"}};
+    fields.insert(fields.end(), extra.begin(), extra.end());
     PutVarint(&b, fields.size());
     for (const auto& [k, v] : fields) PutBytes(&b, k), PutBytes(&b, v);
     Chunk(DLPROF_CHUNK_PROCESS, b);
@@ -281,6 +284,37 @@ std::string StageFile(const std::vector<std::string>& stages, const std::vector<
   f.Stacks(1, pcs);
   f.Samples(recs);
   return f.End();
+}
+
+// A profile's own fields that reach a warning on the terminal (why CPU
+// sampling stepped aside, the Python version) are escaped there as file
+// names are: an escape sequence in a profile must not retitle or recolour
+// the user's terminal. The field reaches the terminal, shown.
+TEST(ReportTerminal, AProfilesFieldsInWarningsAreEscaped) {
+  const std::string hostile = "\x1b]0;owned\x07\xe2\x80\xae\xc2\x9b" "2J";
+  FileBuilder f({{"cpu_sampling", "off: " + hostile}, {"python", "3.11" + hostile},
+                 {"python_frames", "off: no table" + hostile}});
+  f.Threads(1, 1);
+  f.Stages({"stage" + hostile});
+  f.Paths(1, {{1}});
+  f.Stacks(1, {0x1000});
+  f.Samples({{1, 1, 1}});
+  TempDir dir;
+  testing::WriteFile(dir.File("hostile.dlprof"), f.End());
+  ProcessResult r = RunProcess({kDlprof, "report", dir.File("hostile.dlprof"), "-o", dir.File("report")});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const std::string* text : {&r.out, &r.err}) {
+    for (size_t i = 0; i < text->size();) {
+      uint32_t cp;
+      size_t bad = 0;
+      const size_t n = Utf8At(*text, i, &cp, &bad);
+      ASSERT_TRUE(n != 0 && (!IsTerminalControl(cp) || cp == '\n')) << "byte " << i << " of\n" << *text;
+      i += n;
+    }
+  }
+  const std::string shown = "\\x1b]0;owned\\x07\\xe2\\x80\\xae\\xc2\\x9b2J";
+  EXPECT_NE(r.err.find("CPU sampling off: " + shown), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("Python 3.11" + shown), std::string::npos) << r.err;
 }
 
 // The case: one name repeated 1,024 deep (537 MB of stacks.folded

@@ -2,9 +2,11 @@
 // its stdout is the program's alone, its exit status or signal is the
 // program's, signals sent to it reach the program once, and as PID 1 of a
 // PID namespace it forwards signals and reaps orphans.
+#include <elf.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -12,6 +14,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <functional>
@@ -129,6 +132,47 @@ TEST(RunWrapper, ExitStatusPassesThroughAndA127StillGetsItsReport) {
   }
 }
 
+// Whether the ELF file at `path` has no program interpreter (statically
+// linked: LD_PRELOAD cannot reach it).
+bool StaticallyLinked(const std::string& path) {
+  const std::string elf = ReadFile(path);
+  Elf64_Ehdr eh;
+  if (elf.size() < sizeof(eh)) return false;
+  memcpy(&eh, elf.data(), sizeof(eh));
+  if (memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64) return false;
+  for (size_t i = 0; i < eh.e_phnum; ++i) {
+    Elf64_Phdr ph;
+    const size_t at = eh.e_phoff + i * eh.e_phentsize;
+    if (at + sizeof(ph) > elf.size()) return false;
+    memcpy(&ph, elf.data() + at, sizeof(ph));
+    if (ph.p_type == PT_INTERP) return false;
+  }
+  return true;
+}
+
+// The program's status is dlprof's also when profiling gave nothing: a
+// statically linked program writes no profile, and a report folder that
+// cannot be made fails the report; each is one line on stderr, not a
+// failed job (dlprof exited 1 after a program's 0).
+TEST(RunWrapper, NoProfileOrAFailedReportKeepsTheProgramsStatus) {
+  const std::string ldconfig = "/sbin/ldconfig";  // static in Debian's libc-bin
+  if (!StaticallyLinked(ldconfig)) GTEST_SKIP() << ldconfig << " is not statically linked here";
+  TempDir dir;
+  ProcessResult alone = RunProcess({ldconfig, "--version"});
+  ASSERT_EQ(alone.exit_code, 0) << alone.err;
+  ProcessResult r = RunProcess(RunArgs(dir, {ldconfig, "--version"}));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, alone.out);
+  EXPECT_NE(r.err.find("dlprof: the program wrote no profile"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+
+  testing::WriteFile(dir.File("a-file"), "");
+  ProcessResult failed = RunProcess({kDlprof, "run", "-o", dir.File("out"), "-r", dir.File("a-file/report"),
+                                     "--", kChild, "exit", "0"});
+  EXPECT_EQ(failed.exit_code, 0) << failed.err;
+  EXPECT_NE(failed.err.find("dlprof: "), std::string::npos) << "no line saying the report failed";
+}
+
 TEST(RunWrapper, ProgramThatCannotStartIs127Or126WithOneLineAndNoReport) {
   TempDir dir;
   ProcessResult missing = RunProcess(RunArgs(dir, {dir.File("no-such-program")}));
@@ -178,8 +222,11 @@ TEST(RunWrapper, SignalsSentToDlprofReachTheProgramOnce) {
   const std::string log = dir.File("log");
   const pid_t pid = Spawn(RunArgs(dir, {kChild, "wait", log}), dir.File("o"), dir.File("e"));
   ASSERT_TRUE(WaitForLine(log, "ready")) << ReadFile(dir.File("e"));
-  const std::vector<int> sigs = {SIGHUP, SIGINT,  SIGQUIT, SIGUSR1, SIGUSR2,
-                                 SIGWINCH, SIGCONT, SIGALRM, SIGTERM};
+  // The fault signals too, when a process sends them (kill -ABRT, a
+  // watchdog's SIGSEGV): dlprof died of them and orphaned the program.
+  const std::vector<int> sigs = {SIGHUP,  SIGINT,  SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT,
+                                 SIGALRM, SIGABRT, SIGSEGV, SIGBUS,  SIGFPE,  SIGILL,   SIGTRAP,
+                                 SIGSYS,  SIGXCPU, SIGXFSZ, SIGPIPE, SIGPROF, SIGTERM};
   for (int sig : sigs) {
     ASSERT_EQ(kill(pid, sig), 0) << sig;
     EXPECT_TRUE(WaitForLine(log, "sig " + std::to_string(sig), 10000)) << sig << "\n" << ReadFile(log);
@@ -190,6 +237,32 @@ TEST(RunWrapper, SignalsSentToDlprofReachTheProgramOnce) {
   for (int sig : sigs) EXPECT_EQ(Count(text, "sig " + std::to_string(sig)), 1) << sig << "\n" << text;
   EXPECT_TRUE(ReportWritten(dir.File("report"))) << ReadFile(dir.File("e"));
   EXPECT_EQ(ReadFile(dir.File("o")), "");
+}
+
+// SIGKILL cannot be passed on: Popen.kill() or a supervisor's last resort on
+// dlprof must still end the program, which ran on alone before.
+TEST(RunWrapper, SigkillToDlprofEndsTheProgramToo) {
+  TempDir dir;
+  const std::string log = dir.File("log");
+  const pid_t pid = Spawn(RunArgs(dir, {kChild, "spin", log}), dir.File("o"), dir.File("e"));
+  ASSERT_TRUE(WaitForLine(log, "ready")) << ReadFile(dir.File("e"));
+  const std::string children = ReadFile("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
+  const pid_t program = static_cast<pid_t>(std::atoi(children.c_str()));
+  ASSERT_GT(program, 0) << "no child of dlprof: '" << children << "'";
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  const int status = WaitStatus(pid);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
+  // The program is reparented and killed; a zombie of it, not yet reaped by
+  // its new parent, counts as ended.
+  bool gone = false;
+  for (int i = 0; i < 200 && !gone; ++i) {
+    const std::string stat = ReadFile("/proc/" + std::to_string(program) + "/stat");
+    const size_t paren = stat.rfind(')');
+    gone = stat.empty() || (paren != std::string::npos && stat.compare(paren + 2, 1, "Z") == 0);
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(gone) << "the program (pid " << program << ") still runs after dlprof was killed";
+  if (!gone) kill(program, SIGKILL);
 }
 
 // docker stop, kill, systemd: SIGTERM to dlprof, the program has no handler

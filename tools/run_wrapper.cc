@@ -18,8 +18,6 @@ namespace dlprof {
 bool ForwardsSignal(int sig) {
   switch (sig) {
     case SIGKILL: case SIGSTOP: case SIGCHLD:
-    case SIGSEGV: case SIGBUS: case SIGFPE: case SIGILL: case SIGTRAP: case SIGSYS: case SIGABRT:
-    case SIGXCPU: case SIGXFSZ: case SIGPIPE: case SIGPROF:
     case SIGTSTP: case SIGTTIN: case SIGTTOU:
       return false;
     default:
@@ -39,13 +37,18 @@ sigset_t ForwardedSet() {
   return set;
 }
 
-// A signal that already reached the program needs no second copy: one the
-// kernel sent to the whole foreground process group (the terminal's Ctrl-C,
-// Ctrl-\, hangup and window size: si_code SI_KERNEL), and one the program
-// sent itself (kill(0, ...) to its own group, which is dlprof's).
-bool ReachedTheProgramAlready(const siginfo_t& info, pid_t child) {
-  if (info.si_code == SI_KERNEL) return true;
-  return info.si_code <= 0 && info.si_pid == child;  // SI_USER, SI_QUEUE, SI_TKILL
+// Only a signal another process sent to dlprof is the program's. Not one that
+// already reached the program: the kernel's to the whole foreground process
+// group (the terminal's Ctrl-C, Ctrl-\, hangup and window size: si_code
+// SI_KERNEL), or the program's own to its group (kill(0, ...), which holds
+// dlprof). Nor one of dlprof's own making, which it drops: the kernel's for
+// its resource limits (SIGXCPU, SIGXFSZ: SI_KERNEL, or SI_USER from itself),
+// a write to a closed pipe (SIGPIPE, ignored before). Its own faults never
+// come here: the kernel delivers SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP and
+// a seccomp SIGSYS even while blocked, and abort() unblocks SIGABRT.
+bool ForTheProgram(const siginfo_t& info, pid_t child) {
+  if (info.si_code > 0) return false;  // the kernel's (SI_KERNEL is 0x80)
+  return info.si_pid != child && info.si_pid != getpid();  // SI_USER, SI_QUEUE, SI_TKILL
 }
 
 void Forward(const siginfo_t& info, pid_t child) {
@@ -95,6 +98,7 @@ ProgramEnd RunProgram(const std::vector<std::string>& argv, const std::function<
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  const pid_t parent = getpid();
   const pid_t child = fork();
   if (child < 0) {
     end.exec_errno = errno;
@@ -110,6 +114,11 @@ ProgramEnd RunProgram(const std::vector<std::string>& argv, const std::function<
     close(report[0]);
     sigaction(SIGCHLD, &original_chld, nullptr);
     sigprocmask(SIG_SETMASK, &original, nullptr);
+    // Killed with dlprof: a SIGKILL for dlprof (Popen.kill(), a supervisor
+    // past its grace period) was meant for the program, which would run on
+    // alone otherwise. Kept across exec (but for a set-user-ID program).
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);  // dlprof died before the line above
     in_child();
     execvp(args[0], args.data());
     const int err = errno;
@@ -137,7 +146,7 @@ ProgramEnd RunProgram(const std::vector<std::string>& argv, const std::function<
     siginfo_t info;
     const timespec second = {1, 0};  // reap even if a SIGCHLD was merged away
     const int sig = sigtimedwait(&waited, &info, &second);
-    if (sig > 0 && sig != SIGCHLD && !ReachedTheProgramAlready(info, child)) Forward(info, child);
+    if (sig > 0 && sig != SIGCHLD && ForTheProgram(info, child)) Forward(info, child);
     int status = 0;
     pid_t pid;
     // waitpid(-1): as PID 1, orphans of the program's are ours to reap.

@@ -18,16 +18,18 @@ struct ProgramEnd {
 // Runs argv (argv[0] looked up in PATH, as execvp does) as a child and waits
 // for it, forwarding signals sent to dlprof (see ForwardsSignal). `in_child`
 // runs in the child between fork and exec (it sets the environment). The
-// child gets dlprof's own signal mask and dispositions. When the exec fails,
+// child gets dlprof's own signal mask and dispositions, and dies with dlprof
+// (PR_SET_PDEATHSIG, SIGKILL: the one signal dlprof cannot pass on). When the exec fails,
 // one line "dlprof: cannot run X: why" goes to stderr.
 ProgramEnd RunProgram(const std::vector<std::string>& argv, const std::function<void()>& in_child);
 
-// Whether dlprof passes `sig` on to the program while it runs: every signal
-// but the uncatchable ones, SIGCHLD, the faults of dlprof's own code
-// (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGABRT), its own
-// resource limits and writes (SIGXCPU, SIGXFSZ, SIGPIPE), a profiler's timer
-// in dlprof's process (SIGPROF), and job control (SIGTSTP, SIGTTIN, SIGTTOU:
-// dlprof must stop with its program for the shell to see the job stopped).
+// Whether dlprof passes `sig` on to the program while it runs, when another
+// process sent it to dlprof (`kill`, `docker stop`, a supervisor): every
+// signal but the uncatchable ones, SIGCHLD, glibc's two, and job control
+// (SIGTSTP, SIGTTIN, SIGTTOU: dlprof must stop with its program for the
+// shell to see the job stopped). SIGABRT, SIGSEGV and the other fault signals
+// are forwarded too when a process sent them; the kernel's, for dlprof's own
+// faults and limits, are not (see ForTheProgram in run_wrapper.cc).
 bool ForwardsSignal(int sig);
 
 // Reaps every child that has ended, without waiting: zombies of orphans

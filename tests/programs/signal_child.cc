@@ -4,7 +4,8 @@
 //   signal_child print            fixed bytes on stdout (binary, no final newline), exit 0
 //   signal_child exit N           a line on stdout, exit N
 //   signal_child raise SIG        a line on stdout, then dies of signal SIG
-//   signal_child wait LOG         handles HUP INT QUIT USR1 USR2 WINCH CONT ALRM TERM:
+//   signal_child wait LOG         handles HUP INT QUIT USR1 USR2 WINCH CONT ALRM TERM, and
+//                                 ABRT SEGV BUS FPE ILL TRAP SYS XCPU XFSZ PIPE PROF:
 //                                 appends "ready" to LOG, then "sig N" for each signal
 //                                 received; exits 0 after TERM
 //   signal_child spin LOG         handles nothing; appends "ready" and burns CPU until killed
@@ -55,7 +56,9 @@ void OnSignal(int sig) {
 
 int Wait(const char* log) {
   if (pipe(g_pipe) != 0) return 3;
-  for (int sig : {SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT, SIGALRM, SIGTERM}) {
+  for (int sig : {SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT, SIGALRM, SIGTERM,
+                  SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGXCPU, SIGXFSZ,
+                  SIGPIPE, SIGPROF}) {
     struct sigaction sa {};
     sa.sa_handler = OnSignal;
     sa.sa_flags = SA_RESTART;
