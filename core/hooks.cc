@@ -5,6 +5,7 @@
 // business with goes straight to the next definition.
 #include "core/hooks.h"
 
+#include <grp.h>
 #include <link.h>
 #include <stdarg.h>
 #include <unistd.h>
@@ -152,7 +153,8 @@ extern "C" DLPROF_EXPORT __attribute__((no_sanitize_address)) long syscall(long 
   return dlprof::ProgramSyscall(number, args);
 }
 
-// --- credentials: the profile file stays open across a privilege drop ---
+// --- credentials: the profile file stays open across a privilege drop, and
+// the collector thread leaves glibc's setxid broadcast ---
 
 extern "C" DLPROF_EXPORT int setuid(uid_t uid) noexcept { return dlprof::ProgramSetuid(uid); }
 extern "C" DLPROF_EXPORT int seteuid(uid_t uid) noexcept { return dlprof::ProgramSeteuid(uid); }
@@ -169,6 +171,9 @@ extern "C" DLPROF_EXPORT int setregid(gid_t r, gid_t e) noexcept {
 }
 extern "C" DLPROF_EXPORT int setresgid(gid_t r, gid_t e, gid_t s) noexcept {
   return dlprof::ProgramSetresgid(r, e, s);
+}
+extern "C" DLPROF_EXPORT int setgroups(size_t n, const gid_t* groups) noexcept {
+  return dlprof::ProgramSetgroups(n, groups);
 }
 
 // --- descriptors ---

@@ -65,8 +65,9 @@ long ProgramSyscall(long number, const long* args);
 // Looks up the next unshare, setns, prctl and syscall at start (syscall()
 // is called from signal handlers: no dlsym there). Not signal-safe.
 void ResolveProcessCalls();
-// The set*id family (core/process_calls.cc): BeforeCredentialChange
-// (core/session.h), then the call.
+// The set*id family and setgroups (core/process_calls.cc):
+// BeforeCredentialChange (core/session.h), then the call with the collector
+// thread out of glibc's setxid broadcast.
 int ProgramSetuid(uid_t uid);
 int ProgramSeteuid(uid_t uid);
 int ProgramSetreuid(uid_t r, uid_t e);
@@ -75,6 +76,7 @@ int ProgramSetgid(gid_t gid);
 int ProgramSetegid(gid_t gid);
 int ProgramSetregid(gid_t r, gid_t e);
 int ProgramSetresgid(gid_t r, gid_t e, gid_t s);
+int ProgramSetgroups(size_t n, const gid_t* groups);
 
 // pipe2/pipe from `caller`; libunwind's pipe is moved to high numbers.
 // Async-signal-safe (libunwind asks from inside the profiling handler).

@@ -59,12 +59,19 @@ void ResolveProcessCalls() {
 
 namespace {
 
+// glibc runs a set*id call on every thread of the process (its setxid
+// broadcast) and aborts the process when it succeeds on one thread and fails
+// on another. Capabilities are per thread: after PR_SET_KEEPCAPS, setresuid
+// and a capset() on the calling thread alone (setpriv --reuid does this),
+// the collector could no longer setresgid, and glibc aborted the program
+// (SIGABRT, 134). So the collector is out of the way for the call, and the
+// one that comes back is started by the caller, with its credentials.
 template <typename Fn, typename... Args>
 int CredentialCall(std::atomic<Fn>* slot, const char* name, Args... args) {
   Fn f = NextDefinition(slot, name);
   if (f == nullptr) return NoNextDefinition();
   BeforeCredentialChange();
-  return f(args...);
+  return WithoutCollector([&] { return f(args...); });
 }
 
 std::atomic<int (*)(uid_t)> g_setuid{nullptr}, g_seteuid{nullptr};
@@ -73,6 +80,7 @@ std::atomic<int (*)(uid_t, uid_t, uid_t)> g_setresuid{nullptr};
 std::atomic<int (*)(gid_t)> g_setgid{nullptr}, g_setegid{nullptr};
 std::atomic<int (*)(gid_t, gid_t)> g_setregid{nullptr};
 std::atomic<int (*)(gid_t, gid_t, gid_t)> g_setresgid{nullptr};
+std::atomic<int (*)(size_t, const gid_t*)> g_setgroups{nullptr};
 
 }  // namespace
 
@@ -87,6 +95,9 @@ int ProgramSetegid(gid_t gid) { return CredentialCall(&g_setegid, "setegid", gid
 int ProgramSetregid(gid_t r, gid_t e) { return CredentialCall(&g_setregid, "setregid", r, e); }
 int ProgramSetresgid(gid_t r, gid_t e, gid_t s) {
   return CredentialCall(&g_setresgid, "setresgid", r, e, s);
+}
+int ProgramSetgroups(size_t n, const gid_t* groups) {
+  return CredentialCall(&g_setgroups, "setgroups", n, groups);
 }
 
 int ProgramPipe2(int fds[2], int flags, uintptr_t caller) {

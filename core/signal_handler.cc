@@ -46,7 +46,14 @@ bool InstallSignalHandler(int signo) {
   struct sigaction sa {};
   sa.sa_sigaction = HandleProfilingSignal;
   sa.sa_flags = SA_RESTART | SA_SIGINFO;
-  sigemptyset(&sa.sa_mask);
+  // Every other signal waits until the sample is taken: a handler of the
+  // program's that ran inside it would run on dlprof's 64 KiB stack (a
+  // handler with 64 KiB of locals died of SIGSEGV), and one that leaves by
+  // siglongjmp would leave the thread marked "in dlprof's handler" for good
+  // (every fork then waited 2 s for it). The faults stay deliverable: a
+  // fault-safe read (core/safe_load.cc) is a SIGSEGV or SIGBUS taken inside.
+  sigfillset(&sa.sa_mask);
+  for (int sync : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS}) sigdelset(&sa.sa_mask, sync);
   return RealSigaction(signo, &sa, &g_previous_action) == 0;
 }
 

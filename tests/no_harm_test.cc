@@ -416,6 +416,34 @@ TEST(NoHarm, AnExhaustedAddressSpaceStopsSamplingInsteadOfTheProgram) {
   EXPECT_TRUE(NoHarm(p));
 }
 
+// A privilege drop that keeps capabilities (setpriv --reuid, ping,
+// dumpcap): after setresuid and a capset on the calling thread alone, the
+// collector thread could not follow glibc's setxid broadcast of setresgid,
+// and glibc aborted the program (SIGABRT, 134; issue 11's hostile review).
+TEST(NoHarm, APrivilegeDropThatKeepsCapabilitiesCompletes) {
+  Pair p = RunBoth({Harm("keepcaps_drop")});
+  ASSERT_EQ(p.plain.result.exit_code, 0) << Show(p.plain.result);
+  if (p.plain.result.out == "not root\n") GTEST_SKIP() << "needs root to drop privileges";
+  ASSERT_EQ(p.plain.result.out, "dropped to uid 65534 gid 65534\n") << Show(p.plain.result);
+  EXPECT_TRUE(NoHarm(p));
+}
+
+// The program's own handlers never run inside a sample: one with 96 KiB of
+// locals ran on dlprof's 64 KiB sampling stack and died of SIGSEGV (3 runs
+// of 3), and one that leaves by siglongjmp left its thread marked as inside
+// dlprof's handler, so each later fork waited 2-3.5 s for it.
+TEST(NoHarm, TheProgramsSignalHandlersRunOnItsOwnStack) {
+  Pair p = RunBoth({Harm("nested_signals"), "bigstack"});
+  ASSERT_EQ(p.plain.result.out, "handled: 1\n") << Show(p.plain.result);
+  EXPECT_TRUE(NoHarm(p));
+}
+
+TEST(NoHarm, SiglongjmpOutOfAHandlerLeavesForksAsFast) {
+  Pair p = RunBoth({Harm("nested_signals"), "longjmp"});
+  ASSERT_EQ(p.plain.result.out, "jumped: 1\nslowest fork over 0.5 s: 0\n") << Show(p.plain.result);
+  EXPECT_TRUE(NoHarm(p));
+}
+
 TEST(NoHarm, ThreadsCancelledBeforeTheyStartEndCancelled) {
   Pair p = RunBoth({Harm("cancel_early"), "200"});
   ASSERT_EQ(p.plain.result.out, "cancelled 200 of 200\n") << Show(p.plain.result);
