@@ -1,4 +1,5 @@
 #include "backends/eh_frame.h"
+#include "backends/private_fd.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -445,7 +446,7 @@ namespace {
 // 1 MiB of names). False when the file, its headers or the section are
 // missing.
 bool FindAllocatedSection(const char* path, const char* want, uint64_t* addr, uint64_t* size) {
-  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  const int fd = OpenOwn(AT_FDCWD, path, O_RDONLY);
   if (fd < 0) return false;
   auto read_at = [fd](void* to, size_t n, uint64_t at) {
     return pread(fd, to, n, static_cast<off_t>(at)) == static_cast<ssize_t>(n);

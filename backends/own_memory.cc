@@ -1,4 +1,5 @@
 #include "backends/own_memory.h"
+#include "backends/private_fd.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,7 +14,7 @@ namespace {
 std::atomic<bool> g_vm_readv_refused{false};
 
 size_t CopyThroughProcSelfMem(void* to, uintptr_t from, size_t size) {
-  const int fd = open("/proc/self/mem", O_RDONLY | O_CLOEXEC);
+  const int fd = OpenOwn(AT_FDCWD, "/proc/self/mem", O_RDONLY);
   if (fd < 0) return 0;
   size_t copied = 0;
   while (copied < size) {

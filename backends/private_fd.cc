@@ -1,11 +1,40 @@
 #include "backends/private_fd.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 namespace dlprof {
+
+int OpenOwn(int dir_fd, const char* path, int flags, mode_t mode) {
+  int fd = openat(dir_fd, path, flags | O_CLOEXEC, mode);
+  if (fd >= 0 && fd <= STDERR_FILENO) {
+    const int above = fcntl(fd, F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
+    const int err = errno;
+    close(fd);
+    fd = above;
+    errno = err;
+  }
+  return fd;
+}
+
+FILE* FopenOwn(const char* path) {
+  const int fd = OpenOwn(AT_FDCWD, path, O_RDONLY);
+  if (fd < 0) return nullptr;
+  FILE* f = fdopen(fd, "re");
+  if (f == nullptr) close(fd);
+  return f;
+}
+
+DIR* OpendirOwn(const char* path) {
+  const int fd = OpenOwn(AT_FDCWD, path, O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return nullptr;
+  DIR* d = fdopendir(fd);
+  if (d == nullptr) close(fd);
+  return d;
+}
 
 int PrivateFdFloor() {
   rlimit limit{};

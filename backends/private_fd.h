@@ -7,6 +7,8 @@
 #ifndef DLPROF_BACKENDS_PRIVATE_FD_H_
 #define DLPROF_BACKENDS_PRIVATE_FD_H_
 
+#include <dirent.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 namespace dlprof {
@@ -37,6 +39,19 @@ void ReleasePrivate(PrivateFd* p);
 
 // The lowest number KeepPrivate() tries. Async-signal-safe.
 int PrivateFdFloor();
+
+// Descriptors dlprof holds for a moment (a /proc read, a write to its own
+// profile). The kernel gives the lowest free number, which is 0, 1 or 2 when
+// the program has closed its standard streams (a daemon, `prog 2>&-`):
+// dlprof's file would then be the program's stderr, and its writes to fd 2
+// would land in dlprof's profile, its reads of fd 0 in a /proc file. These
+// open at a number of 3 or more: a low one is moved up (F_DUPFD_CLOEXEC)
+// and closed at once, so the program can meet it only in that moment.
+// Always O_CLOEXEC. -1 with errno on failure. OpenOwn is async-signal-safe.
+int OpenOwn(int dir_fd, const char* path, int flags, mode_t mode = 0);
+// The same for stdio and dirent readers (read-only).
+FILE* FopenOwn(const char* path);
+DIR* OpendirOwn(const char* path);
 
 }  // namespace dlprof
 

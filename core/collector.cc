@@ -19,10 +19,12 @@
 #include "backends/cfi_tables.h"
 #include "backends/cfi_unwinder.h"
 #include "backends/own_memory.h"
+#include "backends/private_fd.h"
 #include "core/annotations.h"
 #include "core/proc_maps.h"
 #include "core/python_frames.h"
 #include "core/signal_handler.h"
+#include "core/stderr_lines.h"
 #include "core/varint.h"
 
 namespace dlprof {
@@ -59,7 +61,7 @@ std::string ThreadName(pid_t tid) {
   char path[64];
   snprintf(path, sizeof(path), "/proc/self/task/%d/comm", tid);
   std::string name;
-  if (FILE* f = fopen(path, "re")) {
+  if (FILE* f = FopenOwn(path)) {
     char buf[64];
     if (fgets(buf, sizeof(buf), f) != nullptr) name = buf;
     fclose(f);
@@ -71,7 +73,7 @@ std::string ThreadName(pid_t tid) {
 // A small /proc file of this process's, read whole with a descriptor held
 // only for the call (dlprof keeps none open among the program's).
 ssize_t ReadProcFile(const char* path, char* buf, size_t size) {
-  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  const int fd = OpenOwn(AT_FDCWD, path, O_RDONLY);
   if (fd < 0) return -1;
   const ssize_t n = read(fd, buf, size - 1);
   close(fd);
@@ -246,7 +248,7 @@ void Collector::Stream::PutTime(int64_t t) {
 bool Collector::Open(int dir_fd, const std::string& dir_path, const std::string& name,
                      std::string* error) {
   const int fd =
-      openat(dir_fd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+      OpenOwn(dir_fd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
   if (fd < 0) {
     *error = "cannot create " + name + ": " + strerror(errno);
     return false;
@@ -307,7 +309,7 @@ int Collector::OpenForAppend() {
   // descriptor of dlprof's lives in the program's table for it to close,
   // dup2 over or count against RLIMIT_NOFILE. Only the same file, at the
   // length dlprof left it, is written to.
-  const int fd = open(path_.c_str(), O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+  const int fd = OpenOwn(AT_FDCWD, path_.c_str(), O_WRONLY | O_APPEND | O_NOFOLLOW);
   if (fd < 0) return -1;
   struct stat st {};
   if (fstat(fd, &st) != 0 || st.st_dev != file_dev_ || st.st_ino != file_ino_ ||
@@ -867,7 +869,7 @@ bool Collector::Flush() {
                        err == EFBIG   ? ": the file size limit, ulimit -f, is reached"
                        : err == ESTALE ? ": it was replaced or changed by someone else"
                                        : "");
-    if (len > 0) (void)!write(STDERR_FILENO, msg, static_cast<size_t>(len));
+    if (len > 0) WriteStderrLine(msg, static_cast<size_t>(len));
     return false;
   }
   return true;

@@ -24,6 +24,7 @@
 
 #include "backends/cfi_tables.h"
 #include "backends/cfi_unwinder.h"
+#include "backends/private_fd.h"
 #include "core/fault_handler.h"
 #include "core/proc_maps.h"
 #include "core/python_frames.h"
@@ -50,7 +51,7 @@ std::atomic<uint64_t> g_collector_cpu_retired_ns{0};
 // True when every thread of the process but the calling one (the collector)
 // has ended: gone, or a zombie (the main thread after pthread_exit).
 bool NoProgramThreadLeft() {
-  DIR* d = opendir("/proc/self/task");
+  DIR* d = OpendirOwn("/proc/self/task");
   if (d == nullptr) return false;
   const pid_t self = CurrentTid();
   bool none = true;

@@ -1,4 +1,5 @@
 #include "core/proc_maps.h"
+#include "backends/private_fd.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -177,7 +178,7 @@ int64_t ThreadCpuNs(pid_t tid) {
 char ThreadState(int tid) {
   char path[64], buf[512];
   snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
-  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  const int fd = OpenOwn(AT_FDCWD, path, O_RDONLY);
   if (fd < 0) return 0;
   const ssize_t n = read(fd, buf, sizeof(buf) - 1);
   close(fd);
@@ -264,7 +265,7 @@ bool ReadExecutableMappings(std::vector<MapEntry>* result, bool last_chance) {
             [](const LoadedRange& a, const LoadedRange& b) { return a.lo < b.lo; });
 
   std::vector<MapEntry> out;
-  FILE* f = fopen("/proc/self/maps", "re");
+  FILE* f = FopenOwn("/proc/self/maps");
   if (f == nullptr) {
     result->clear();
     return true;

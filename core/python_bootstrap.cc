@@ -1,4 +1,5 @@
 #include "core/python_bootstrap.h"
+#include "backends/private_fd.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -23,7 +24,7 @@ bool IsBootstrap(const std::string& dir) {
 
 std::string ReadCmdline() {
   std::string out;
-  const int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+  const int fd = OpenOwn(AT_FDCWD, "/proc/self/cmdline", O_RDONLY);
   if (fd < 0) return out;
   char buf[4096];
   ssize_t n;

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <string>
 
+#include "backends/private_fd.h"
 #include "core/run_id.h"
 #include "core/session_internal.h"
 
@@ -49,7 +50,7 @@ void SetProcessFields(Collector* c) {
   c->SetProcessField("start_ns", std::to_string(mono.tv_sec * 1000000000LL + mono.tv_nsec));
   c->SetProcessField("start_unix_ns", std::to_string(real.tv_sec * 1000000000LL + real.tv_nsec));
   char comm[256] = {0};
-  if (FILE* f = fopen("/proc/self/cmdline", "re")) {
+  if (FILE* f = FopenOwn("/proc/self/cmdline")) {
     size_t n = fread(comm, 1, sizeof(comm) - 1, f);
     for (size_t i = 0; i + 1 < n; ++i) if (comm[i] == '\0') comm[i] = ' ';
     fclose(f);
@@ -68,7 +69,7 @@ void SetProcessFields(Collector* c) {
 // descriptor of dlprof's stays in the program's table), and only if it is
 // still the folder made at start. -1 if not.
 int OpenRunDir() {
-  const int fd = open(G->run_path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  const int fd = OpenOwn(AT_FDCWD, G->run_path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
   struct stat st {};
   if (fd >= 0 && (fstat(fd, &st) != 0 || st.st_dev != G->run_dev || st.st_ino != G->run_ino)) {
     close(fd);
@@ -101,9 +102,29 @@ bool CreateCollectorFile(Collector* c) {
     Warn("dlprof: " + error + "; profiling off for this process");
     return false;
   }
-  for (int attempt = 0; attempt < 100; ++attempt) {
-    std::string name = G->role + "-" + std::to_string(getpid()) +
-                       (attempt ? "." + std::to_string(attempt) : "") + ".dlprof";
+  // A process that execs makes one file per image: ROLE-PID.dlprof, then
+  // .1, .2, ... in order, so the names taken are a prefix of that sequence.
+  // Its end is found by doubling, then halving (a shell that runs 1,000
+  // commands by exec from one pid probes ~20 names, not 1,000; a limit of
+  // 100 names turned profiling off for every image after the 100th).
+  const std::string base = G->role + "-" + std::to_string(getpid());
+  auto name_of = [&](int n) { return base + (n ? "." + std::to_string(n) : "") + ".dlprof"; };
+  auto taken = [&](int n) {
+    struct stat st {};
+    return fstatat(dir_fd, name_of(n).c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+  };
+  int first = 0;
+  if (taken(0)) {
+    int lo = 0, hi = 1;  // lo is taken
+    while (hi < (1 << 24) && taken(hi)) lo = hi, hi *= 2;
+    while (hi - lo > 1) {
+      const int mid = lo + (hi - lo) / 2;
+      (taken(mid) ? lo : hi) = mid;
+    }
+    first = hi;
+  }
+  for (int attempt = first; attempt < first + 100; ++attempt) {
+    const std::string name = name_of(attempt);
     if (c->Open(dir_fd, G->run_path, name, &error)) {
       close(dir_fd);
       c->WriteProcessChunk();
@@ -155,7 +176,7 @@ bool OpenRunFolder(bool* is_main) {
     Warn("dlprof: DLPROF_OUT " + out + " is a symlink: refused; profiling off");
     return false;
   }
-  int out_fd = open(out.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  int out_fd = OpenOwn(AT_FDCWD, out.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
   if (out_fd < 0) {
     Warn("dlprof: DLPROF_OUT " + out + " cannot be opened as a folder (" + strerror(errno) +
          "); profiling off");
@@ -186,7 +207,7 @@ bool OpenRunFolder(bool* is_main) {
     return false;
   }
   const int run_fd =
-      openat(out_fd, G->run_id.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      OpenOwn(out_fd, G->run_id.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
   G->run_path = out + "/" + G->run_id;
   if (run_fd >= 0 && created && *is_main) {
     // "latest" names the newest run; replaced atomically.

@@ -5,6 +5,7 @@
 // collector thread and the run folder have their own files
 // (core/session_internal.h).
 #include "core/session.h"
+#include "core/stderr_lines.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -14,6 +15,7 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -45,10 +47,10 @@ std::atomic<int>* g_baseline_remaining = &g_baseline_local;
 
 void Warn(const std::string& msg) {
   std::string line = msg + "\n";
-  (void)!write(STDERR_FILENO, line.data(), line.size());
+  WriteStderrLine(line.data(), line.size());
 }
 
-void WarnLine(const char* line) { (void)!write(STDERR_FILENO, line, strlen(line)); }
+void WarnLine(const char* line) { WriteStderrLine(line, strlen(line)); }
 
 bool OwnSession() {
   return g_state.recording() && g_session_pid.load(std::memory_order_relaxed) == getpid();
@@ -174,6 +176,7 @@ void OnForeignSigprof(int signo, siginfo_t*, void*) {
 }
 
 void StartSession() {
+  RememberStderr();
   // The interposed sigaction()/signal() forward to these even when profiling
   // is off: resolve them now, not in some signal handler later.
   ResolveSignalFunctions();

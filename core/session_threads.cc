@@ -14,6 +14,7 @@
 #include <string>
 
 #include "core/raw_syscall.h"
+#include "backends/private_fd.h"
 #include "core/session.h"
 #include "core/session_internal.h"
 #include "core/signal_handler.h"
@@ -180,7 +181,7 @@ void UnregisterThread(void* arg) {
 // Threads that already run when profiling starts (static constructors of other
 // libraries may start some): armed by tid; they get their slot on first sample.
 void RegisterExistingThreads() {
-  DIR* d = opendir("/proc/self/task");
+  DIR* d = OpendirOwn("/proc/self/task");
   if (d == nullptr) return;
   pid_t self = CurrentTid();
   while (dirent* e = readdir(d)) {

@@ -416,6 +416,25 @@ TEST(NoHarm, AnExhaustedAddressSpaceStopsSamplingInsteadOfTheProgram) {
   EXPECT_TRUE(NoHarm(p));
 }
 
+// A program started with its stderr closed (`2>&-`, a daemon) opens its log
+// as fd 2: dlprof's step-aside line went into that log.
+TEST(NoHarm, DlprofsLinesNeverGoToAFileTheProgramOpenedAsStderr) {
+  Pair p = RunBoth({Harm("closed_stdio"), "log", std::string(kDirToken) + "/app.log"});
+  ASSERT_EQ(p.plain.result.out, "log: the program's own line\n") << Show(p.plain.result);
+  EXPECT_TRUE(NoHarm(p));
+}
+
+// A process that runs its steps by exec (a shell, a launcher): one profile
+// per image. Names were tried up to pid.99: from the 101st image on, each
+// printed "cannot create ...: File exists; profiling off" (51 lines for 150).
+TEST(NoHarm, AProcessThatExecsManyTimesProfilesEveryImage) {
+  Pair p = RunBoth({Harm("reexec"), "150"}, {}, {}, 60);
+  ASSERT_EQ(p.plain.result.out, "done\n") << Show(p.plain.result);
+  EXPECT_TRUE(NoHarm(p));
+  EXPECT_EQ(p.profiled.result.err, p.plain.result.err);
+  EXPECT_EQ(p.files.size(), 151u) << p.Processes();
+}
+
 // A privilege drop that keeps capabilities (setpriv --reuid, ping,
 // dumpcap): after setresuid and a capset on the calling thread alone, the
 // collector thread could not follow glibc's setxid broadcast of setresgid,
