@@ -392,6 +392,27 @@ TEST(TorchAnnotations, MapDatasetWithForkedWorkers) {
   EXPECT_TRUE(buffer);
 }
 
+// A script that imports the dlprof package and marks stages of its own, as
+// the README shows (a context manager, a decorator): they nest inside the
+// automatic stages, in the workers too. (The preloaded library imports the
+// package as the private _dlprof; the script's own `import dlprof` is a
+// second copy of the module, on the same C API.)
+TEST(TorchAnnotations, StagesOfTheUsersOwnPackageNestInsideTheAutomaticOnes) {
+  TorchRun t = RunTorch({"package", "2", "fork"}, /*compare=*/false, {{"PYTHONPATH", kPackageDir}});
+  PyRun unprofiled = RunPython({Script("torch_annotations.py"), "package", "2", "fork"}, false,
+                               {{"PYTHONPATH", kPackageDir}});
+  EXPECT_EQ(unprofiled.result.exit_code, 0) << Show(unprofiled.result);
+  EXPECT_EQ(t.run.result.out, unprofiled.result.out) << "the program's output changed";
+  ExpectLoopSteps(t);
+  EXPECT_EQ(WorkerIds(t), (std::set<int>{0, 1}));
+  auto cpu = CpuByPath(t.run.profile, [](const Process& proc) { return proc.worker >= 0; });
+  const double decode = cpu["fetch/user_decode"], collate = cpu["collate/user_collate"];
+  ASSERT_GT(decode + collate, 150) << "too few worker samples in the user's stages";
+  EXPECT_EQ(cpu["user_decode"], 0) << "the user's stage outside fetch";
+  EXPECT_EQ(cpu["user_collate"], 0) << "the user's stage outside collate";
+  EXPECT_NEAR(decode / (decode + collate), 16.0 / 19.0, 0.12);
+}
+
 TEST(TorchAnnotations, InProcessLoaderFetchesInTheTrainingProcess) {
   TorchRun t = RunTorch({"map", "0"});
   ExpectLoopSteps(t);

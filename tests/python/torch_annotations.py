@@ -8,6 +8,10 @@ Usage: torch_annotations.py KIND [WORKERS [START_METHOD]]
             function burns 3 ms per batch;
   datapipe: IterableWrapper(range(64)) -> Mapper(decode) -> Mapper(augment)
             -> fed to the DataLoader unbatched then collated in batches of 8;
+  package:  as map, with the user's stages from the dlprof package itself
+            (PYTHONPATH must hold it): `with dlprof.stage("user_decode")` in
+            __getitem__ and `@dlprof.stage("user_collate")` on the collate
+            function, which nest inside the automatic fetch and collate;
   pin:      torch's pin_memory() on 40 objects that take 5 ms each to pin.
 """
 import ctypes
@@ -56,6 +60,21 @@ def slow_collate(batch):
     return torch.stack(batch)
 
 
+if KIND == "package":
+    import dlprof
+
+    class PackageItems(Items):
+        def __getitem__(self, i):
+            with dlprof.stage("user_decode"):
+                burn(0.002)
+            return torch.full((4,), float(i))
+
+    @dlprof.stage("user_collate")
+    def package_collate(batch):
+        burn(0.003)
+        return torch.stack(batch)
+
+
 def decode(i):
     burn(0.002)
     return i
@@ -72,6 +91,8 @@ def make_loader():
         kwargs["multiprocessing_context"] = START
     if KIND == "map":
         return DataLoader(Items(), batch_size=BATCH, collate_fn=slow_collate, **kwargs)
+    if KIND == "package":
+        return DataLoader(PackageItems(), batch_size=BATCH, collate_fn=package_collate, **kwargs)
     from torch.utils.data.datapipes.iter import IterableWrapper
 
     pipe = IterableWrapper(range(ITEMS)).map(decode).map(augment)
