@@ -8,6 +8,9 @@ packages=(
   libboost-program-options-dev libbenchmark-dev libgtest-dev libgmock-dev
   libdw-dev libelf-dev zlib1g-dev nlohmann-json3-dev libjpeg-dev
   golang-go binutils
+  # The standalone pprof's sources: tests/pprof_fidelity_test.cc builds it to
+  # symbolize a stripped C program from PPROF_BINARY_PATH, as users do.
+  golang-github-google-pprof-dev
   # clang and its runtimes (libFuzzer, the sanitizers) for the fuzz targets.
   clang-14 libclang-rt-14-dev
   # Headless Chromium for the HTML report's end-to-end test, with one font so

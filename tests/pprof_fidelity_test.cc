@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "readers/profile.h"
 #include "reports/pprof_writer.h"
 #include "tests/support/files.h"
@@ -38,6 +40,39 @@ std::string Pprof(const std::string& args) {
   std::string out = RunCommand("go tool pprof " + args, &status);
   EXPECT_EQ(status, 0) << out;
   return out;
+}
+
+// The standalone pprof (github.com/google/pprof, from the sources of Debian's
+// golang-github-google-pprof-dev, which scripts/setup.sh installs), built
+// once into the build tree. `go tool pprof` cannot stand in for it with C
+// programs: its object reader knows Go's build ids only, so it refuses the
+// right binary in PPROF_BINARY_PATH ("build-id mismatch (f906... != )").
+// "" with *why set when it cannot be built.
+std::string StandalonePprof(std::string* why) {
+  static std::string error;
+  static const std::string path = []() -> std::string {
+    const std::string sources = "/usr/share/gocode/src/github.com/google/pprof";
+    const std::string out = kBuild + "/tests/google-pprof";
+    if (access(out.c_str(), X_OK) == 0) return out;
+    if (access(sources.c_str(), R_OK) != 0) {
+      error = sources + " is missing (scripts/setup.sh installs golang-github-google-pprof-dev)";
+      return "";
+    }
+    // Built under a name of this process's, then renamed: test processes
+    // running side by side may build it at once.
+    const std::string tmp = out + "." + std::to_string(getpid());
+    int status = 0;
+    const std::string log = RunCommand("GOPATH=/usr/share/gocode GO111MODULE=off GOFLAGS= GOCACHE=" + kBuild +
+                                           "/go-cache go build -o " + tmp + " github.com/google/pprof 2>&1",
+                                       &status);
+    if (status != 0 || rename(tmp.c_str(), out.c_str()) != 0) {
+      error = "building pprof failed: " + log;
+      return "";
+    }
+    return out;
+  }();
+  *why = error;
+  return path;
 }
 
 // Profiles `program` (400 ms of CPU in BurnUnnamed) and reports it into
@@ -137,6 +172,25 @@ TEST_F(PprofFidelity, StrippedFrameIsLeftForPprofToSymbolizeFromBinaryPath) {
   }
   EXPECT_GE(unnamed, 2) << raw;
   EXPECT_GE(burn, 1) << raw;
+
+  // And the real thing: pprof itself, given the unstripped binary in
+  // PPROF_BINARY_PATH, finds it by its build-id and names the frame.
+  std::string why;
+  const std::string pprof = StandalonePprof(&why);
+  ASSERT_FALSE(pprof.empty()) << why;
+  RunCommand("mkdir -p " + dir_.File("symbols") + " && cp " + kProgram + " " + dir_.File("symbols/"));
+  const std::string top = RunCommand("PPROF_BINARY_PATH=" + dir_.File("symbols") + " " + pprof +
+                                         " -top -sample_index=samples " + report + "/profile.pb.gz 2>&1",
+                                     &status);
+  ASSERT_EQ(status, 0) << top;
+  // Every sample is under BurnUnnamed (cum 100%; a function it inlines may
+  // hold some of the flat ones).
+  EXPECT_TRUE(std::regex_search(top, std::regex(R"(\n +\d+ +[\d.]+% +[\d.]+% +\d+ +100% +[^\n]*BurnUnnamed\n)")))
+      << top;
+  // Without the binary the frame stays an address, named by nobody.
+  const std::string bare = RunCommand("PPROF_BINARY_PATH=" + dir_.File("none") + " " + pprof +
+                                      " -top -sample_index=samples " + report + "/profile.pb.gz 2>&1");
+  EXPECT_EQ(bare.find("BurnUnnamed"), std::string::npos) << bare;
 }
 
 TEST_F(PprofFidelity, FunctionsHaveTheirStartLineAndTheProfileItsWriter) {
