@@ -113,6 +113,29 @@ document.addEventListener("DOMContentLoaded", function () {
     c.dispatchEvent(new WheelEvent("wheel", { deltaY: -600, clientX: rect.left + (s0.labelWidth + s0.width) / 2,
                                               clientY: rect.top + 40, bubbles: true, cancelable: true }));
     out.zoomed = tl.state().view;
+    // A drag 100 px to the left pans later in time by 100 px of the view;
+    // the arrow key pans on by 15% of it.
+    var cx = rect.left + (s0.labelWidth + s0.width) / 2, cy = rect.top + 40;
+    c.dispatchEvent(new PointerEvent("pointerdown", { clientX: cx, clientY: cy, buttons: 1, pointerId: 1, bubbles: true }));
+    c.dispatchEvent(new PointerEvent("pointermove", { clientX: cx - 50, clientY: cy, buttons: 1, pointerId: 1, bubbles: true }));
+    c.dispatchEvent(new PointerEvent("pointermove", { clientX: cx - 100, clientY: cy, buttons: 1, pointerId: 1, bubbles: true }));
+    c.dispatchEvent(new PointerEvent("pointerup", { clientX: cx - 100, clientY: cy, pointerId: 1, bubbles: true }));
+    out.dragged = tl.state().view;
+    c.dispatchEvent(new KeyboardEvent("keydown", { key: "ArrowRight", bubbles: true, cancelable: true }));
+    out.keyed = tl.state().view;
+    out.plotWidth = s0.width - s0.labelWidth;
+    // A buffer's lane: hovering its middle names the buffer and its size.
+    var sb = tl.state(), bufs = sb.lanes.filter(function (l) { return l.kind === "buffer"; });
+    out.bufferLanes = bufs.length;
+    if (bufs.length) {
+      document.getElementById("tl-reset").click();
+      var lane = tl.state().lanes.filter(function (l) { return l.kind === "buffer"; })[0];
+      if (lane.y >= 0 && lane.y + lane.h <= sb.height) {
+        c.dispatchEvent(new PointerEvent("pointermove", { clientX: cx, clientY: rect.top + lane.y + lane.h / 2, bubbles: true }));
+        out.bufferDetail = tl.state().detail;
+        out.bufferLabel = lane.label;
+      }
+    }
     document.getElementById("tl-reset").click();
     out.reset = tl.state().view;
     out.status = document.getElementById("tl-status").textContent;
@@ -176,6 +199,19 @@ BrowserResult LoadProbed(const std::string& page, const std::string& dir, int dr
   return LoadPage("file://" + dir + name, width, 900, screenshot, 20000);
 }
 
+// Dragging and the arrow key pan the zoomed view, keeping its width: the
+// drag by what 100 px of the plot stand for, the key by 15% of the view.
+void ExpectPans(const json& out) {
+  const double z0 = out["zoomed"][0], z1 = out["zoomed"][1];
+  const double d0 = out["dragged"][0], d1 = out["dragged"][1];
+  const double k0 = out["keyed"][0], k1 = out["keyed"][1];
+  const double width = z1 - z0, per_px = width / out["plotWidth"].get<double>();
+  EXPECT_NEAR(d1 - d0, width, width * 1e-6) << out.dump();
+  EXPECT_NEAR(d0 - z0, 100 * per_px, 2 * per_px) << "the drag did not pan: " << out.dump();
+  EXPECT_NEAR(k0 - d0, 0.15 * width, width * 1e-3) << "ArrowRight did not pan: " << out.dump();
+  EXPECT_NEAR(k1 - k0, width, width * 1e-6);
+}
+
 TEST(HtmlTimeline, RealRunDrawsALanePerThreadZoomsAndNamesSpans) {
   REQUIRE_CHROMIUM();
   const std::string dir = MakeTempDir("dlprof-timeline");
@@ -215,6 +251,7 @@ TEST(HtmlTimeline, RealRunDrawsALanePerThreadZoomsAndNamesSpans) {
   EXPECT_GT(full, 0);
   EXPECT_LT(zoomed, full * 0.7) << out.dump();
   EXPECT_EQ(out["reset"], out["full"]);
+  ExpectPans(out);
 
   const std::string png = ArtifactDir() + "/timeline.png";
   unlink(png.c_str());
@@ -330,6 +367,13 @@ TEST(HtmlTimeline, FourHundredThousandSpansAreCappedAndDrawnFast) {
             std::string::npos)
       << out["status"];
   EXPECT_GT(out["colouredPixels"].get<int>(), 20000);
+  ExpectPans(out);
+  // A lane per buffer, and hovering one says its name and size.
+  EXPECT_EQ(out["bufferLanes"], profile.buffers.size());
+  ASSERT_TRUE(out.contains("bufferDetail")) << "no buffer lane in view: " << out.dump();
+  const std::string buffer_detail = out["bufferDetail"];
+  EXPECT_EQ(buffer_detail.rfind(out["bufferLabel"].get<std::string>() + ": ", 0), 0u) << buffer_detail;
+  EXPECT_NE(buffer_detail.find(" of "), std::string::npos) << "no capacity: " << buffer_detail;
   // The whole run in view: the spans merge into marks, about one per pixel
   // of each row, rather than a rectangle each.
   const json& whole = out["whole"];
