@@ -7,6 +7,9 @@
 //   bench_startup threads N   N pthread_create + pthread_join of an empty thread
 //   bench_startup spawn N     N posix_spawn + waitpid of `bench_startup noop`
 //   bench_startup noop        returns at once
+//   bench_startup seteuid N   N seteuid calls, to nobody and back by turns
+//                             (root only: a server that toggles its euid;
+//                             each is a credential call dlprof interposes)
 // Prints "<mode> <wall ns per item> <CPU ns per item>": CPU of the whole
 // process for threads (dlprof's collector included), of the children for
 // spawn (their start-up and exit, dlprof's included).
@@ -67,6 +70,11 @@ int main(int argc, char** argv) {
       int status;
       waitpid(pid, &status, 0);
     }
+  } else if (strcmp(argv[1], "seteuid") == 0) {
+    for (int i = 0; i < n; ++i) {
+      if (seteuid(i % 2 == 0 ? 65534 : 0) != 0) return 1;
+    }
+    if (geteuid() != 0 && seteuid(0) != 0) return 1;
   } else {
     return 2;
   }

@@ -3,6 +3,7 @@
 // writes chunks (core/collector.h); it ends the file when the session ends
 // for a reason the exiting thread cannot write down itself.
 #include <dirent.h>
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
@@ -13,6 +14,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -445,6 +447,42 @@ bool StartCollectorThread() {
   }
 #endif
   return true;
+}
+
+namespace {
+
+// A thread's credential lines of /proc/.../status, in order; "" if unreadable.
+std::string CredentialLines(const char* path) {
+  char buf[4096];
+  const int fd = OpenOwn(AT_FDCWD, path, O_RDONLY);
+  if (fd < 0) return "";
+  const ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0) return "";
+  buf[n] = '\0';
+  std::string out;
+  for (const char* line = buf; *line != '\0';) {
+    const char* end = strchr(line, '\n');
+    const size_t len = end != nullptr ? static_cast<size_t>(end - line) : strlen(line);
+    for (const char* key : {"Uid:", "Gid:", "Groups:", "CapInh:", "CapPrm:", "CapEff:", "CapBnd:", "CapAmb:"}) {
+      if (strncmp(line, key, strlen(key)) == 0) out.append(line, len).push_back('\n');
+    }
+    line += len + (end != nullptr ? 1 : 0);
+  }
+  return out;
+}
+
+}  // namespace
+
+bool CollectorHasCallersCredentials() {
+  if (!g_collector_running.load(std::memory_order_acquire)) return true;
+  const pid_t tid = g_collector_tid.load(std::memory_order_relaxed);
+  if (tid <= 0) return true;
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/self/task/%d/status", static_cast<int>(tid));
+  const std::string collector = CredentialLines(path);
+  snprintf(path, sizeof(path), "/proc/self/task/%d/status", static_cast<int>(CurrentTid()));
+  return !collector.empty() && collector == CredentialLines(path);
 }
 
 bool PauseCollector() {

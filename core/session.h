@@ -77,6 +77,12 @@ void BeforeCredentialChange();
 bool PauseCollector();
 void ResumeCollector(bool paused);
 
+// Whether the collector thread, if one runs, holds the calling thread's
+// credentials (uids, gids, groups, capabilities: the lines of their
+// /proc/<tid>/status), so that a set*id call glibc runs on every thread
+// succeeds or fails on it as on the caller. False when unreadable.
+bool CollectorHasCallersCredentials();
+
 // The program is about to install a seccomp filter, which may forbid (and
 // kill the process for) what dlprof does next: sampling stops, the profile
 // is ended (END, "end" = "seccomp"), the collector thread is gone, one line
