@@ -239,6 +239,42 @@ TEST(RunWrapper, SignalsSentToDlprofReachTheProgramOnce) {
   EXPECT_EQ(ReadFile(dir.File("o")), "");
 }
 
+// SIGTSTP from another process (kill -TSTP, a supervisor pausing the job):
+// the program stops, and dlprof with it by the same signal, as a shell would
+// see the job; SIGCONT resumes both. Before, only dlprof stopped.
+TEST(RunWrapper, SigtstpToDlprofStopsTheProgramAndDlprof) {
+  TempDir dir;
+  const std::string log = dir.File("log");
+  const pid_t pid = Spawn(RunArgs(dir, {kChild, "spin", log}), dir.File("o"), dir.File("e"));
+  ASSERT_TRUE(WaitForLine(log, "ready")) << ReadFile(dir.File("e"));
+  const std::string children = ReadFile("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
+  const pid_t program = static_cast<pid_t>(std::atoi(children.c_str()));
+  ASSERT_GT(program, 0) << "no child of dlprof: '" << children << "'";
+  auto state = [](pid_t p) {
+    const std::string stat = ReadFile("/proc/" + std::to_string(p) + "/stat");
+    const size_t paren = stat.rfind(')');
+    return paren == std::string::npos ? '?' : stat[paren + 2];
+  };
+  auto wait_for = [&](pid_t p, bool stopped) {
+    for (int i = 0; i < 500; ++i) {
+      if ((state(p) == 'T') == stopped) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  };
+  ASSERT_EQ(kill(pid, SIGTSTP), 0);
+  EXPECT_TRUE(wait_for(program, true)) << "the program did not stop: " << state(program);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, WUNTRACED), pid);
+  EXPECT_TRUE(WIFSTOPPED(status) && WSTOPSIG(status) == SIGTSTP) << status;
+  ASSERT_EQ(kill(pid, SIGCONT), 0);
+  EXPECT_TRUE(wait_for(pid, false)) << "dlprof did not resume";
+  EXPECT_TRUE(wait_for(program, false)) << "the program did not resume: " << state(program);
+  ASSERT_EQ(kill(pid, SIGTERM), 0);
+  status = WaitStatus(pid);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status;
+}
+
 // SIGKILL cannot be passed on: Popen.kill() or a supervisor's last resort on
 // dlprof must still end the program, which ran on alone before.
 TEST(RunWrapper, SigkillToDlprofEndsTheProgramToo) {

@@ -18,7 +18,6 @@ namespace dlprof {
 bool ForwardsSignal(int sig) {
   switch (sig) {
     case SIGKILL: case SIGSTOP: case SIGCHLD:
-    case SIGTSTP: case SIGTTIN: case SIGTTOU:
       return false;
     default:
       // glibc keeps two real-time signals for itself (below SIGRTMIN).
@@ -49,6 +48,25 @@ sigset_t ForwardedSet() {
 bool ForTheProgram(const siginfo_t& info, pid_t child) {
   if (info.si_code > 0) return false;  // the kernel's (SI_KERNEL is 0x80)
   return info.si_pid != child && info.si_pid != getpid();  // SI_USER, SI_QUEUE, SI_TKILL
+}
+
+// Job control: dlprof stops with its program, by the same signal, so that
+// the shell sees the job stopped as it would see the program alone. Taken
+// from the queue, the signal no longer stops dlprof by itself: its default
+// action is raised here, then the mask is put back once SIGCONT resumes it.
+void StopLikeTheProgram(int sig, const sigset_t& waited) {
+  if (sig != SIGTSTP && sig != SIGTTIN && sig != SIGTTOU) return;
+  struct sigaction dfl {}, old {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  sigaction(sig, &dfl, &old);
+  sigset_t one;
+  sigemptyset(&one);
+  sigaddset(&one, sig);
+  kill(getpid(), sig);
+  sigprocmask(SIG_UNBLOCK, &one, nullptr);  // stops here until SIGCONT
+  sigprocmask(SIG_BLOCK, &waited, nullptr);
+  sigaction(sig, &old, nullptr);
 }
 
 void Forward(const siginfo_t& info, pid_t child) {
@@ -147,6 +165,7 @@ ProgramEnd RunProgram(const std::vector<std::string>& argv, const std::function<
     const timespec second = {1, 0};  // reap even if a SIGCHLD was merged away
     const int sig = sigtimedwait(&waited, &info, &second);
     if (sig > 0 && sig != SIGCHLD && ForTheProgram(info, child)) Forward(info, child);
+    if (sig > 0) StopLikeTheProgram(sig, waited);
     int status = 0;
     pid_t pid;
     // waitpid(-1): as PID 1, orphans of the program's are ours to reap.

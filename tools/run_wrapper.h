@@ -25,11 +25,12 @@ ProgramEnd RunProgram(const std::vector<std::string>& argv, const std::function<
 
 // Whether dlprof passes `sig` on to the program while it runs, when another
 // process sent it to dlprof (`kill`, `docker stop`, a supervisor): every
-// signal but the uncatchable ones, SIGCHLD, glibc's two, and job control
-// (SIGTSTP, SIGTTIN, SIGTTOU: dlprof must stop with its program for the
-// shell to see the job stopped). SIGABRT, SIGSEGV and the other fault signals
-// are forwarded too when a process sent them; the kernel's, for dlprof's own
-// faults and limits, are not (see ForTheProgram in run_wrapper.cc).
+// signal but the uncatchable ones, SIGCHLD and glibc's two. SIGABRT, SIGSEGV
+// and the other fault signals are forwarded too when a process sent them;
+// the kernel's, for dlprof's own faults and limits, are not (see
+// ForTheProgram in run_wrapper.cc). Job control (SIGTSTP, SIGTTIN,
+// SIGTTOU) is forwarded and also stops dlprof, by the same signal, so the
+// shell sees the job stopped; the terminal's Ctrl-Z reached both already.
 bool ForwardsSignal(int sig);
 
 // Reaps every child that has ended, without waiting: zombies of orphans
