@@ -239,37 +239,44 @@ TEST(RunWrapper, SignalsSentToDlprofReachTheProgramOnce) {
   EXPECT_EQ(ReadFile(dir.File("o")), "");
 }
 
+// The first child of `parent` (dlprof's: the program; unshare's: dlprof as
+// PID 1 inside), 0 if none.
+pid_t ChildOf(pid_t parent) {
+  const std::string p = std::to_string(parent);
+  return static_cast<pid_t>(std::atoi(ReadFile("/proc/" + p + "/task/" + p + "/children").c_str()));
+}
+
+// The state letter of /proc/<pid>/stat ('T' stopped, 'Z' zombie), '?' if gone.
+char ProcessState(pid_t pid) {
+  const std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
+  const size_t paren = stat.rfind(')');
+  return paren == std::string::npos || paren + 2 >= stat.size() ? '?' : stat[paren + 2];
+}
+
 // SIGTSTP from another process (kill -TSTP, a supervisor pausing the job):
 // the program stops, and dlprof with it by the same signal, as a shell would
 // see the job; SIGCONT resumes both. Before, only dlprof stopped.
 TEST(RunWrapper, SigtstpToDlprofStopsTheProgramAndDlprof) {
   TempDir dir;
-  const std::string log = dir.File("log");
-  const pid_t pid = Spawn(RunArgs(dir, {kChild, "spin", log}), dir.File("o"), dir.File("e"));
-  ASSERT_TRUE(WaitForLine(log, "ready")) << ReadFile(dir.File("e"));
-  const std::string children = ReadFile("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
-  const pid_t program = static_cast<pid_t>(std::atoi(children.c_str()));
-  ASSERT_GT(program, 0) << "no child of dlprof: '" << children << "'";
-  auto state = [](pid_t p) {
-    const std::string stat = ReadFile("/proc/" + std::to_string(p) + "/stat");
-    const size_t paren = stat.rfind(')');
-    return paren == std::string::npos ? '?' : stat[paren + 2];
-  };
-  auto wait_for = [&](pid_t p, bool stopped) {
+  const pid_t pid = Spawn(RunArgs(dir, {kChild, "spin", dir.File("log")}), dir.File("o"), dir.File("e"));
+  ASSERT_TRUE(WaitForLine(dir.File("log"), "ready")) << ReadFile(dir.File("e"));
+  const pid_t program = ChildOf(pid);
+  ASSERT_GT(program, 0) << "no child of dlprof " << pid;
+  auto wait_for = [](pid_t p, bool stopped) {
     for (int i = 0; i < 500; ++i) {
-      if ((state(p) == 'T') == stopped) return true;
+      if ((ProcessState(p) == 'T') == stopped) return true;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     return false;
   };
   ASSERT_EQ(kill(pid, SIGTSTP), 0);
-  EXPECT_TRUE(wait_for(program, true)) << "the program did not stop: " << state(program);
+  EXPECT_TRUE(wait_for(program, true)) << "the program did not stop: " << ProcessState(program);
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, WUNTRACED), pid);
   EXPECT_TRUE(WIFSTOPPED(status) && WSTOPSIG(status) == SIGTSTP) << status;
   ASSERT_EQ(kill(pid, SIGCONT), 0);
   EXPECT_TRUE(wait_for(pid, false)) << "dlprof did not resume";
-  EXPECT_TRUE(wait_for(program, false)) << "the program did not resume: " << state(program);
+  EXPECT_TRUE(wait_for(program, false)) << "the program did not resume: " << ProcessState(program);
   ASSERT_EQ(kill(pid, SIGTERM), 0);
   status = WaitStatus(pid);
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status;
@@ -279,12 +286,10 @@ TEST(RunWrapper, SigtstpToDlprofStopsTheProgramAndDlprof) {
 // dlprof must still end the program, which ran on alone before.
 TEST(RunWrapper, SigkillToDlprofEndsTheProgramToo) {
   TempDir dir;
-  const std::string log = dir.File("log");
-  const pid_t pid = Spawn(RunArgs(dir, {kChild, "spin", log}), dir.File("o"), dir.File("e"));
-  ASSERT_TRUE(WaitForLine(log, "ready")) << ReadFile(dir.File("e"));
-  const std::string children = ReadFile("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
-  const pid_t program = static_cast<pid_t>(std::atoi(children.c_str()));
-  ASSERT_GT(program, 0) << "no child of dlprof: '" << children << "'";
+  const pid_t pid = Spawn(RunArgs(dir, {kChild, "spin", dir.File("log")}), dir.File("o"), dir.File("e"));
+  ASSERT_TRUE(WaitForLine(dir.File("log"), "ready")) << ReadFile(dir.File("e"));
+  const pid_t program = ChildOf(pid);
+  ASSERT_GT(program, 0) << "no child of dlprof " << pid;
   ASSERT_EQ(kill(pid, SIGKILL), 0);
   const int status = WaitStatus(pid);
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
@@ -292,9 +297,8 @@ TEST(RunWrapper, SigkillToDlprofEndsTheProgramToo) {
   // its new parent, counts as ended.
   bool gone = false;
   for (int i = 0; i < 200 && !gone; ++i) {
-    const std::string stat = ReadFile("/proc/" + std::to_string(program) + "/stat");
-    const size_t paren = stat.rfind(')');
-    gone = stat.empty() || (paren != std::string::npos && stat.compare(paren + 2, 1, "Z") == 0);
+    const char state = ProcessState(program);
+    gone = state == '?' || state == 'Z';
     if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_TRUE(gone) << "the program (pid " << program << ") still runs after dlprof was killed";
@@ -383,15 +387,6 @@ class Pid1Test : public ::testing::Test {
     return argv;
   }
 };
-
-// The pid, in our namespace, of unshare's child (dlprof, PID 1 inside).
-pid_t ChildOf(pid_t parent) {
-  std::istringstream in(ReadFile("/proc/" + std::to_string(parent) + "/task/" +
-                                 std::to_string(parent) + "/children"));
-  pid_t child = 0;
-  in >> child;
-  return child;
-}
 
 TEST_F(Pid1Test, SignalsFromOutsideReachTheProgram) {
   TempDir dir;
