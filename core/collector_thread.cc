@@ -44,6 +44,14 @@ namespace {
 // A futex word: 1 once the collector thread runs its own code.
 std::atomic<uint32_t> g_collector_entered{0};
 std::atomic<pid_t> g_collector_tid{0};  // kept after its loop: StopCollectorThread waits for it
+// Pauses nest: threads of the program may make credential calls (or
+// unshare) at once. The first stops the collector, the last starts it again,
+// and no other starts or stops it in between: each caller used to stop and
+// restart it on its own, and two collectors ran at once (a data race on the
+// unwind tables: SIGSEGV), or leaked. Reset in a fork child.
+pthread_mutex_t g_pause_mu = PTHREAD_MUTEX_INITIALIZER;
+int g_pause_depth = 0;          // under g_pause_mu
+bool g_paused_running = false;  // the collector ran when the first pause came
 // The live collector thread whose CPU clock CollectorCpuNs adds; 0 once its
 // loop is left (its time is in the sum then).
 std::atomic<pid_t> g_collector_cpu_tid{0};
@@ -397,6 +405,9 @@ uint64_t CollectorCpuNs() {
 }
 
 void ForgetParentCollector() {
+  g_pause_mu = PTHREAD_MUTEX_INITIALIZER;  // only the forking thread is left
+  g_pause_depth = 0;
+  g_paused_running = false;
   g_collector_cpu_tid.store(0);
   g_collector_cpu_retired_ns.store(0);
 }
@@ -451,23 +462,27 @@ bool StartCollectorThread() {
 
 namespace {
 
-// A thread's credential lines of /proc/.../status, in order; "" if unreadable.
+// A thread's credential lines of /proc/.../status, in order; "" if
+// unreadable or if one is missing. The file is read whole: with some 420
+// supplementary groups the capability lines are past its first 4 KiB, and
+// two cut texts compared equal where the capabilities differed.
 std::string CredentialLines(const char* path) {
-  char buf[4096];
   const int fd = OpenOwn(AT_FDCWD, path, O_RDONLY);
   if (fd < 0) return "";
-  const ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  std::string text;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof(buf))) > 0 && text.size() < (size_t{1} << 20)) text.append(buf, n);
   close(fd);
-  if (n <= 0) return "";
-  buf[n] = '\0';
+  static const char* const kKeys[] = {"Uid:", "Gid:", "Groups:", "CapInh:", "CapPrm:", "CapEff:", "CapBnd:", "CapAmb:"};
   std::string out;
-  for (const char* line = buf; *line != '\0';) {
-    const char* end = strchr(line, '\n');
-    const size_t len = end != nullptr ? static_cast<size_t>(end - line) : strlen(line);
-    for (const char* key : {"Uid:", "Gid:", "Groups:", "CapInh:", "CapPrm:", "CapEff:", "CapBnd:", "CapAmb:"}) {
-      if (strncmp(line, key, strlen(key)) == 0) out.append(line, len).push_back('\n');
-    }
-    line += len + (end != nullptr ? 1 : 0);
+  for (const char* key : kKeys) {
+    const std::string at = std::string("\n") + key;
+    const size_t begin = text.find(at);
+    if (begin == std::string::npos) return "";
+    const size_t end = text.find('\n', begin + 1);
+    if (end == std::string::npos) return "";
+    out.append(text, begin + 1, end - begin);
   }
   return out;
 }
@@ -487,7 +502,10 @@ bool CollectorHasCallersCredentials() {
 
 bool PauseCollector() {
   if (!OwnSession()) return false;
-  return StopCollectorThread();
+  pthread_mutex_lock(&g_pause_mu);
+  if (g_pause_depth++ == 0) g_paused_running = StopCollectorThread();
+  pthread_mutex_unlock(&g_pause_mu);
+  return true;
 }
 
 bool StopCollectorThread() {
@@ -507,8 +525,16 @@ bool StopCollectorThread() {
 }
 
 void ResumeCollector(bool paused) {
-  g_mailbox.Withdraw(kRequestPause);  // (not taken if the collector had ended already)
-  if (paused && OwnSession()) StartCollectorThread();
+  if (!paused) return;
+  pthread_mutex_lock(&g_pause_mu);
+  if (g_pause_depth > 0 && --g_pause_depth == 0) {
+    g_mailbox.Withdraw(kRequestPause);  // (not taken if the collector had ended already)
+    if (g_paused_running && OwnSession() && !g_collector_running.load(std::memory_order_acquire)) {
+      StartCollectorThread();
+    }
+    g_paused_running = false;
+  }
+  pthread_mutex_unlock(&g_pause_mu);
 }
 
 }  // namespace dlprof

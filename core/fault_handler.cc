@@ -24,11 +24,13 @@ void LetGo(int signo) {
 }
 
 void HandleFault(int signo, siginfo_t* info, void* ucontext) {
-  if (RecoverSafeLoad(static_cast<ucontext_t*>(ucontext))) return;
-  const struct sigaction* view = ChainedProgramAction(signo);
   // Sent by kill(), raise(), tgkill() or sigqueue(), not by a fault: returning
-  // does not repeat it.
+  // does not repeat it. Only a fault is a fault-safe read's: a signal sent
+  // while the pc was at the load would otherwise turn it into a failed read
+  // and be lost to the program.
   const bool sent = info != nullptr && info->si_code <= 0;
+  if (!sent && RecoverSafeLoad(static_cast<ucontext_t*>(ucontext))) return;
+  const struct sigaction* view = ChainedProgramAction(signo);
   if (view == nullptr || view->sa_handler == SIG_DFL ||
       (view->sa_handler == SIG_IGN && !sent)) {
     // The default action (a fault cannot be ignored: the kernel would kill

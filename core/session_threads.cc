@@ -18,6 +18,7 @@
 #include "core/session.h"
 #include "core/session_internal.h"
 #include "core/signal_handler.h"
+#include "core/signals.h"
 #include "core/stack_switch.h"
 
 namespace dlprof {
@@ -104,9 +105,17 @@ void ResolveThreadCreation() {
 // t_starting_internal_thread).
 int StartInternalThread(pthread_t* thread, const pthread_attr_t* attr, void* (*fn)(void*),
                         void* arg) {
+  // Every signal blocked from its first instruction: a thread inherits its
+  // creator's mask, and until it blocked them itself a signal the program
+  // blocks in all its threads (read with signalfd or sigwait) could be
+  // delivered to dlprof's thread and kill the process (1 run in 10).
+  sigset_t all, old;
+  sigfillset(&all);
+  RealPthreadSigmask(SIG_SETMASK, &all, &old);
   t_starting_internal_thread = true;
   const int rc = InternalPthreadCreate()(thread, attr, fn, arg);
   t_starting_internal_thread = false;
+  RealPthreadSigmask(SIG_SETMASK, &old, nullptr);
   return rc;
 }
 

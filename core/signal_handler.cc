@@ -50,10 +50,15 @@ bool InstallSignalHandler(int signo) {
   // program's that ran inside it would run on dlprof's 64 KiB stack (a
   // handler with 64 KiB of locals died of SIGSEGV), and one that leaves by
   // siglongjmp would leave the thread marked "in dlprof's handler" for good
-  // (every fork then waited 2 s for it). The faults stay deliverable: a
-  // fault-safe read (core/safe_load.cc) is a SIGSEGV or SIGBUS taken inside.
+  // (every fork then waited 2 s for it). SIGSEGV and SIGBUS stay open: a
+  // fault-safe read (core/safe_load.cc) is one taken inside (a copy another
+  // process sends meanwhile still reaches the program's handler inside the
+  // sample: RELIABILITY.md). SIGSYS too: a seccomp filter's trap (a
+  // sandbox's own handler) is forced through, and blocked it would kill. A
+  // SIGFPE, SIGILL or SIGTRAP of dlprof's own code is forced through
+  // anyway; blocked, only copies other processes send wait.
   sigfillset(&sa.sa_mask);
-  for (int sync : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS}) sigdelset(&sa.sa_mask, sync);
+  for (int open : {SIGSEGV, SIGBUS, SIGSYS}) sigdelset(&sa.sa_mask, open);
   return RealSigaction(signo, &sa, &g_previous_action) == 0;
 }
 

@@ -282,6 +282,35 @@ TEST(RunWrapper, SigtstpToDlprofStopsTheProgramAndDlprof) {
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status;
 }
 
+// A program that stops itself (or is stopped by a debugger's SIGSTOP) stops
+// dlprof with it, so the shell gets its prompt back as without dlprof (it
+// hung before); and one that ignores SIGTSTP stops neither (a Ctrl-Z or a
+// kill -TSTP stopped dlprof alone, and the shell saw a job stopped that ran).
+TEST(RunWrapper, DlprofStopsWhenTheProgramStopsAndOnlyThen) {
+  {
+    TempDir dir;
+    const pid_t pid = Spawn(RunArgs(dir, {kChild, "selfstop", dir.File("log")}), dir.File("o"), dir.File("e"));
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, WUNTRACED), pid);
+    EXPECT_TRUE(WIFSTOPPED(status) && WSTOPSIG(status) == SIGSTOP) << status;
+    EXPECT_TRUE(WaitForLine(dir.File("log"), "ready"));
+    ASSERT_EQ(kill(pid, SIGCONT), 0);  // forwarded: the program goes on, and ends
+    status = WaitStatus(pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << ReadFile(dir.File("e"));
+    EXPECT_TRUE(WaitForLine(dir.File("log"), "continued"));
+  }
+  {
+    TempDir dir;
+    const pid_t pid = Spawn(RunArgs(dir, {kChild, "ignoretstp", dir.File("log")}), dir.File("o"), dir.File("e"));
+    ASSERT_TRUE(WaitForLine(dir.File("log"), "ready")) << ReadFile(dir.File("e"));
+    ASSERT_EQ(kill(pid, SIGTSTP), 0);
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, WUNTRACED), pid);  // no stop before the end
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << ReadFile(dir.File("e"));
+    EXPECT_TRUE(WaitForLine(dir.File("log"), "done"));
+  }
+}
+
 // SIGKILL cannot be passed on: Popen.kill() or a supervisor's last resort on
 // dlprof must still end the program, which ran on alone before.
 TEST(RunWrapper, SigkillToDlprofEndsTheProgramToo) {

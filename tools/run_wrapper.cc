@@ -50,11 +50,18 @@ bool ForTheProgram(const siginfo_t& info, pid_t child) {
   return info.si_pid != child && info.si_pid != getpid();  // SI_USER, SI_QUEUE, SI_TKILL
 }
 
-// Job control: dlprof stops with its program, by the same signal, so that
-// the shell sees the job stopped as it would see the program alone. Taken
-// from the queue, the signal no longer stops dlprof by itself: its default
-// action is raised here, then the mask is put back once SIGCONT resumes it.
+// Job control: when the program stops (Ctrl-Z, a SIGTSTP or SIGSTOP sent to
+// it or to dlprof, a background read of the terminal), dlprof stops too, by
+// the same signal, so that the shell sees the job stopped as it would see
+// the program alone; when the program ignores the signal neither stops.
+// Stop signals for dlprof itself wait in its queue like the others (they
+// are forwarded, never acted on), so its stop is raised here with the
+// signal's default action, and the mask put back once SIGCONT resumes it.
 void StopLikeTheProgram(int sig, const sigset_t& waited) {
+  if (sig == SIGSTOP) {
+    kill(getpid(), SIGSTOP);
+    return;
+  }
   if (sig != SIGTSTP && sig != SIGTTIN && sig != SIGTTOU) return;
   struct sigaction dfl {}, old {};
   dfl.sa_handler = SIG_DFL;
@@ -165,12 +172,14 @@ ProgramEnd RunProgram(const std::vector<std::string>& argv, const std::function<
     const timespec second = {1, 0};  // reap even if a SIGCHLD was merged away
     const int sig = sigtimedwait(&waited, &info, &second);
     if (sig > 0 && sig != SIGCHLD && ForTheProgram(info, child)) Forward(info, child);
-    if (sig > 0) StopLikeTheProgram(sig, waited);
     int status = 0;
     pid_t pid;
     // waitpid(-1): as PID 1, orphans of the program's are ours to reap.
-    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-      if (pid == child) {
+    while ((pid = waitpid(-1, &status, WNOHANG | WUNTRACED)) > 0) {
+      if (pid != child) continue;
+      if (WIFSTOPPED(status)) {
+        StopLikeTheProgram(WSTOPSIG(status), waited);
+      } else {
         end.status = status;
         ended = true;
       }

@@ -9,6 +9,10 @@
 //                                 appends "ready" to LOG, then "sig N" for each signal
 //                                 received; exits 0 after TERM
 //   signal_child spin LOG         handles nothing; appends "ready" and burns CPU until killed
+//   signal_child selfstop LOG     appends "ready", stops itself (SIGSTOP), appends
+//                                 "continued" once resumed, exits 0
+//   signal_child ignoretstp LOG   ignores SIGTSTP, appends "ready", burns 600 ms,
+//                                 appends "done", exits 0
 //   signal_child orphan           leaves a grandchild to be reparented (double fork) and
 //                                 prints "orphan reaped" once it is gone, or
 //                                 "orphan zombie" if it is still a zombie after 2 s
@@ -141,5 +145,18 @@ int main(int argc, char** argv) {
     for (;;) Burn(10);
   }
   if (mode == "orphan") return Orphan();
+  if (mode == "selfstop" && argc == 3) {
+    Append(argv[2], "ready");
+    raise(SIGSTOP);
+    Append(argv[2], "continued");
+    return 0;
+  }
+  if (mode == "ignoretstp" && argc == 3) {
+    signal(SIGTSTP, SIG_IGN);
+    Append(argv[2], "ready");
+    Burn(600);
+    Append(argv[2], "done");
+    return 0;
+  }
   return 2;
 }
