@@ -9,16 +9,27 @@
 #include <linux/capability.h>
 #include <grp.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "harm.h"
 
-int main(void) {
+/* keepcaps_drop [GROUPS]: with GROUPS supplementary groups first (420 push
+ * the capability lines of /proc/<tid>/status past its first 4 KiB). */
+int main(int argc, char** argv) {
   if (geteuid() != 0) {
     printf("not root\n");
     return 0;
+  }
+  const int groups = argc > 1 ? atoi(argv[1]) : 0;
+  if (groups > 0) {
+    gid_t* g = malloc(sizeof(gid_t) * (size_t)groups);
+    if (g == NULL) return 8;
+    for (int i = 0; i < groups; ++i) g[i] = 1000000 + (gid_t)i;
+    if (setgroups((size_t)groups, g) != 0) return 9;
+    free(g);
   }
   harm_burn_ms(100);
   struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
