@@ -64,7 +64,9 @@ int OpenTaskClock(pid_t tid, uint64_t period_ns) {
   attr.inherit = 0;         // Threads and children the thread creates get their own.
   attr.exclude_kernel = 1;  // See the file comment.
   attr.exclude_hv = 1;
-  return PerfEventOpen(&attr, tid);
+  // Armed at every thread's start: at 0-2 (a program that closed them) the
+  // event would hold the program's number through the whole arming.
+  return AboveStdio(PerfEventOpen(&attr, tid));
 }
 
 std::string Errno(const char* what, int err) { return std::string(what) + ": " + strerror(err); }

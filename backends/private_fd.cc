@@ -8,16 +8,17 @@
 
 namespace dlprof {
 
+int AboveStdio(int fd) {
+  if (fd < 0 || fd > STDERR_FILENO) return fd;
+  const int above = fcntl(fd, F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
+  const int err = errno;
+  close(fd);
+  errno = err;
+  return above;
+}
+
 int OpenOwn(int dir_fd, const char* path, int flags, mode_t mode) {
-  int fd = openat(dir_fd, path, flags | O_CLOEXEC, mode);
-  if (fd >= 0 && fd <= STDERR_FILENO) {
-    const int above = fcntl(fd, F_DUPFD_CLOEXEC, STDERR_FILENO + 1);
-    const int err = errno;
-    close(fd);
-    fd = above;
-    errno = err;
-  }
-  return fd;
+  return AboveStdio(openat(dir_fd, path, flags | O_CLOEXEC, mode));
 }
 
 FILE* FopenOwn(const char* path) {

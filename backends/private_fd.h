@@ -49,6 +49,10 @@ int PrivateFdFloor();
 // and closed at once, so the program can meet it only in that moment.
 // Always O_CLOEXEC. -1 with errno on failure. OpenOwn is async-signal-safe.
 int OpenOwn(int dir_fd, const char* path, int flags, mode_t mode = 0);
+// The same move for a descriptor made otherwise (perf_event_open): returns
+// the descriptor at 3 or above (closing `fd`), or `fd` itself if it is
+// there already; -1 with errno if it cannot be moved. Async-signal-safe.
+int AboveStdio(int fd);
 // The same for stdio and dirent readers (read-only).
 FILE* FopenOwn(const char* path);
 DIR* OpendirOwn(const char* path);
