@@ -104,6 +104,7 @@ struct CpuContention {
   double span_s = 0;              // the time judged: the analysed steps, else the profile
   double saturated_fraction = 0;  // share of span_s with runnable threads > cores (+ margin)
   double runnable_threads = 0;    // mean runnable threads over the saturated time (else all)
+  double mean_runnable_threads = 0;  // mean runnable threads over the whole span
   int busy_threads = 0;           // threads runnable at least half of span_s
   double wait_fraction = 0;       // the program's waits for a core / its runnable time
   double step_cpu_wait_fraction = 0;  // the loop thread's waits for a core / step time

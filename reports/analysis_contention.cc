@@ -99,6 +99,7 @@ CpuContention MeasureContention(const Profile& profile, const Analysis& a) {
   }
   c.saturated_fraction = static_cast<double>(saturated) / bins;
   c.runnable_threads = saturated > 0 ? in_saturated / saturated : all / bins;
+  c.mean_runnable_threads = all / bins;
   for (const auto& [thread, ns] : per_thread) c.busy_threads += ns >= 0.5 * span;
   c.wait_fraction = run_ns > 0 ? wait_ns / run_ns : 0;
   double step_s = 0;
@@ -139,11 +140,18 @@ void ExplainContention(const Analysis& a, Verdict* v) {
                           "worse.");
     }
   } else if (c.measured && c.wait_fraction >= 0.10) {
+    // The whole run's mean, and how long they outnumbered the cores: the
+    // saturated stretches' own mean ("3.5 runnable on average") read as a
+    // contradiction of "did not outnumber".
+    const std::string outnumbered =
+        c.saturated_fraction > 0
+            ? "outnumbered its " + cores + " only " + Pct(c.saturated_fraction) + " of the time"
+            : "did not outnumber its " + cores;
     v->evidence.push_back("The program's threads waited for a core " + Pct(c.wait_fraction) +
-                          " of their runnable time, though they did not outnumber its " + cores +
+                          " of their runnable time, though they " + outnumbered +
                           Fmt(" (%.1f runnable on average): other programs on the machine take "
                               "the cores.",
-                              c.runnable_threads) +
+                              c.mean_runnable_threads) +
                           step);
   }
 }

@@ -679,6 +679,16 @@ TEST(AnalysisContention, ABriefSaturationDoesNotFlagTheRun) {
   const Analysis a = Analyze(c.run.p);
   EXPECT_NEAR(a.contention.saturated_fraction, 0.2, 0.011);
   EXPECT_FALSE(a.verdict.cpu_saturated);
+  // Not saturated, the evidence says how long they outnumbered the cores
+  // and the whole run's mean: it said "did not outnumber its 2 cores" with
+  // the saturated fifth's mean, more than 2 runnable on average.
+  const std::string evidence = Joined(a.verdict.evidence);
+  const std::string said = "outnumbered its 2 cores only 20% of the time (";
+  const size_t at = evidence.find(said);
+  ASSERT_NE(at, std::string::npos) << evidence;
+  const double mean = std::stod(evidence.substr(at + said.size()));
+  EXPECT_NEAR(mean, a.contention.mean_runnable_threads, 0.05) << evidence;
+  EXPECT_LT(mean, a.contention.runnable_threads) << evidence;
 }
 
 // Waits for a core while the program's own threads do not outnumber the
