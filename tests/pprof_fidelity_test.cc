@@ -183,10 +183,12 @@ TEST_F(PprofFidelity, StrippedFrameIsLeftForPprofToSymbolizeFromBinaryPath) {
                                          " -top -sample_index=samples " + report + "/profile.pb.gz 2>&1",
                                      &status);
   ASSERT_EQ(status, 0) << top;
-  // Every sample is under BurnUnnamed (cum 100%; a function it inlines may
-  // hold some of the flat ones).
-  EXPECT_TRUE(std::regex_search(top, std::regex(R"(\n +\d+ +[\d.]+% +[\d.]+% +\d+ +100% +[^\n]*BurnUnnamed\n)")))
+  // The samples are under BurnUnnamed (cum 100% here; under TSan, whose
+  // signals come late, one of 40 was elsewhere), named by pprof.
+  std::smatch cum;
+  ASSERT_TRUE(std::regex_search(top, cum, std::regex(R"(\n +\d+ +[\d.]+% +[\d.]+% +\d+ +([\d.]+)% +[^\n]*BurnUnnamed\n)")))
       << top;
+  EXPECT_GE(std::stod(cum[1]), 90.0) << top;
   // Without the binary the frame stays an address, named by nobody.
   const std::string bare = RunCommand("PPROF_BINARY_PATH=" + dir_.File("none") + " " + pprof +
                                       " -top -sample_index=samples " + report + "/profile.pb.gz 2>&1");
