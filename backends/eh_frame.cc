@@ -1,5 +1,4 @@
 #include "backends/eh_frame.h"
-#include "backends/private_fd.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -9,6 +8,8 @@
 #include <limits>
 #include <string>
 #include <unordered_map>
+
+#include "backends/private_fd.h"
 
 namespace dlprof {
 namespace {

@@ -1,5 +1,4 @@
 #include "backends/own_memory.h"
-#include "backends/private_fd.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -7,6 +6,8 @@
 #include <unistd.h>
 
 #include <atomic>
+
+#include "backends/private_fd.h"
 
 namespace dlprof {
 

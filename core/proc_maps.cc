@@ -1,5 +1,4 @@
 #include "core/proc_maps.h"
-#include "backends/private_fd.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -13,6 +12,8 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+
+#include "backends/private_fd.h"
 
 namespace dlprof {
 namespace {

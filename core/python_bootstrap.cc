@@ -1,5 +1,4 @@
 #include "core/python_bootstrap.h"
-#include "backends/private_fd.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -8,6 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <vector>
+
+#include "backends/private_fd.h"
 
 // Where `cmake --install` puts the Python package, relative to the installed
 // library's folder (core/CMakeLists.txt).

@@ -15,7 +15,6 @@
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>

@@ -72,8 +72,10 @@ void BeforeCredentialChange();
 // Stops the collector thread and waits (at most 2 s) until its task is
 // gone, so the process is single-threaded again if the program is: for
 // unshare(CLONE_NEWUSER) and setns, which refuse a multi-threaded process.
-// Returns whether it was running; pass that to ResumeCollector, which starts
-// it again. Samples wait in the rings meanwhile. Not signal-safe.
+// Pauses from several threads nest: the first stops the collector, the last
+// ResumeCollector starts it again if it ran. Pass the result (false: no
+// session here, nothing to resume) to ResumeCollector. Samples wait in the
+// rings meanwhile. Not signal-safe.
 bool PauseCollector();
 void ResumeCollector(bool paused);
 

@@ -9,6 +9,10 @@
 namespace dlprof {
 namespace {
 
+// A stretch's samples must stand for this much CPU time (16 periods at
+// 100 Hz) before the next stretch begins.
+constexpr int64_t kMinSampledNs = 160000000;
+
 struct Stretch {
   std::vector<size_t> records;  // wall records, by time
   int64_t begin = 0, end = 0;   // (begin, end]
@@ -38,7 +42,7 @@ int64_t SplitTickCpuBySamples(Profile* profile, uint32_t process, uint32_t runni
     auto& samples = found->second;
     std::sort(samples.begin(), samples.end());
     std::sort(records.begin(), records.end());
-    // Stretches of records holding kMinPeriods of samples or more (the last
+    // Stretches of records holding kMinSampledNs of samples or more (the last
     // takes what is left): a stretch shares its CPU time by its samples.
     std::vector<Stretch> stretches(1);
     auto next_sample = samples.begin();

@@ -12,7 +12,7 @@
 // its periods of user time in its own stage path. A sample's periods are CPU
 // time, not wall time: a thread busy 7% of the time takes one at 100 Hz every
 // 140 ms, across 14 ticks, so they are matched with the ticks over stretches
-// of a thread's records that hold kMinSampledNs of samples, not tick by tick
+// of a thread's records whose samples stand for 160 ms of CPU, not tick by tick
 // (which gave decode 0.065 s). In a stretch each path gets the CPU its
 // samples stand for (the clocks' CPU shared by them when they stand for
 // more), and the CPU they did not see (kernel time: mostly in the stage the
@@ -28,10 +28,6 @@
 #include "readers/profile.h"
 
 namespace dlprof {
-
-// A stretch's samples must stand for this much CPU time (16 periods at
-// 100 Hz) before the next stretch begins.
-constexpr int64_t kMinSampledNs = 160000000;
 
 // For the samples of `process` (CPU samples and wall records already in
 // `profile->samples`). New records are appended with `running_stack` (the

@@ -253,15 +253,22 @@ char ProcessState(pid_t pid) {
   return paren == std::string::npos || paren + 2 >= stat.size() ? '?' : stat[paren + 2];
 }
 
+// `dlprof run` of a program that burns CPU until killed, once it runs:
+// dlprof's pid and the program's.
+void SpawnSpinning(const TempDir& dir, pid_t* pid, pid_t* program) {
+  *pid = Spawn(RunArgs(dir, {kChild, "spin", dir.File("log")}), dir.File("o"), dir.File("e"));
+  ASSERT_TRUE(WaitForLine(dir.File("log"), "ready")) << ReadFile(dir.File("e"));
+  *program = ChildOf(*pid);
+  ASSERT_GT(*program, 0) << "no child of dlprof " << *pid;
+}
+
 // SIGTSTP from another process (kill -TSTP, a supervisor pausing the job):
 // the program stops, and dlprof with it by the same signal, as a shell would
 // see the job; SIGCONT resumes both. Before, only dlprof stopped.
 TEST(RunWrapper, SigtstpToDlprofStopsTheProgramAndDlprof) {
   TempDir dir;
-  const pid_t pid = Spawn(RunArgs(dir, {kChild, "spin", dir.File("log")}), dir.File("o"), dir.File("e"));
-  ASSERT_TRUE(WaitForLine(dir.File("log"), "ready")) << ReadFile(dir.File("e"));
-  const pid_t program = ChildOf(pid);
-  ASSERT_GT(program, 0) << "no child of dlprof " << pid;
+  pid_t pid = 0, program = 0;
+  ASSERT_NO_FATAL_FAILURE(SpawnSpinning(dir, &pid, &program));
   auto wait_for = [](pid_t p, bool stopped) {
     for (int i = 0; i < 500; ++i) {
       if ((ProcessState(p) == 'T') == stopped) return true;
@@ -315,10 +322,8 @@ TEST(RunWrapper, DlprofStopsWhenTheProgramStopsAndOnlyThen) {
 // dlprof must still end the program, which ran on alone before.
 TEST(RunWrapper, SigkillToDlprofEndsTheProgramToo) {
   TempDir dir;
-  const pid_t pid = Spawn(RunArgs(dir, {kChild, "spin", dir.File("log")}), dir.File("o"), dir.File("e"));
-  ASSERT_TRUE(WaitForLine(dir.File("log"), "ready")) << ReadFile(dir.File("e"));
-  const pid_t program = ChildOf(pid);
-  ASSERT_GT(program, 0) << "no child of dlprof " << pid;
+  pid_t pid = 0, program = 0;
+  ASSERT_NO_FATAL_FAILURE(SpawnSpinning(dir, &pid, &program));
   ASSERT_EQ(kill(pid, SIGKILL), 0);
   const int status = WaitStatus(pid);
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
