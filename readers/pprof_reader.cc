@@ -17,6 +17,9 @@
 namespace dlprof {
 namespace {
 
+// Process::fields key: the pprof file a process was first read from.
+constexpr char kFromPprofField[] = "pprof_file";
+
 // A decoding fault at a byte offset of the protobuf stream.
 struct WireError {
   size_t offset;
@@ -155,6 +158,7 @@ struct RawProfile {
   std::vector<std::string> strings;
   std::pair<int64_t, int64_t> period_type{0, 0};
   int64_t period = 0, time_nanos = 0, duration_nanos = 0;
+  std::vector<int64_t> comments;  // string indices
 };
 
 std::pair<int64_t, int64_t> DecodeValueType(WireReader r) {
@@ -333,6 +337,8 @@ void DecodeProfile(const std::string& buf, RawProfile* raw, std::string* error) 
         raw->time_nanos = static_cast<int64_t>(r.Scalar(w));
       } else if (f == 10) {
         raw->duration_nanos = static_cast<int64_t>(r.Scalar(w));
+      } else if (f == 13) {
+        r.Repeated(w, &raw->comments);
       } else {
         r.Skip(w);
       }
@@ -452,16 +458,21 @@ void ReadPprofBuffer(std::string bytes, const std::string& path, Profile* profil
   }
 
   // Which value is which: pprof names them by (type, unit).
-  int count_i = -1, cpu_i = -1, wall_i = -1;
+  int count_i = -1, cpu_i = -1, wall_i = -1, wait_i = -1;
   for (size_t i = 0; i < raw.sample_types.size(); ++i) {
     const std::string& type = Str(raw, raw.sample_types[i].first);
     const std::string& unit = Str(raw, raw.sample_types[i].second);
     if (count_i < 0 && unit == "count") count_i = static_cast<int>(i);
     if (cpu_i < 0 && type == "cpu" && unit == "nanoseconds") cpu_i = static_cast<int>(i);
     if (wall_i < 0 && type == "wall" && unit == "nanoseconds") wall_i = static_cast<int>(i);
+    if (wait_i < 0 && type == "wait" && unit == "nanoseconds") wait_i = static_cast<int>(i);
   }
   bool period_is_cpu_ns =
       Str(raw, raw.period_type.first) == "cpu" && Str(raw, raw.period_type.second) == "nanoseconds";
+  // dlprof's wall profile (PprofView::kWall): every sample is a tick, its
+  // cpu value the CPU used in it (which CPU samples count).
+  const bool wall_ticks = wall_i >= 0 && Str(raw, raw.period_type.first) == "wall" &&
+                          Str(raw, raw.period_type.second) == "nanoseconds";
 
   std::vector<Mapping> mappings;
   for (uint64_t id : raw.mapping_order) {
@@ -524,6 +535,33 @@ void ReadPprofBuffer(std::string bytes, const std::string& path, Profile* profil
     return index;
   };
 
+  // The run the profile comes from, when it names exactly one: dlprof
+  // writes a run's CPU samples and wall ticks to two profiles, and the
+  // processes of the second one read are those of the first.
+  std::string run_id;
+  int runs = 0;
+  for (int64_t c : raw.comments) {
+    const std::string& text = Str(raw, c);
+    if (text.compare(0, std::strlen(kPprofRunComment), kPprofRunComment) != 0) continue;
+    if (runs++ == 0) run_id = text.substr(std::strlen(kPprofRunComment));
+  }
+  if (runs != 1) run_id.clear();
+  auto same_run = [&](const std::string& host, int64_t pid, const std::string& role,
+                      int64_t worker) -> int64_t {
+    if (run_id.empty()) return -1;
+    for (size_t i = 0; i < profile->processes.size(); ++i) {
+      const Process& p = profile->processes[i];
+      auto id = p.fields.find("run_id");
+      auto from = p.fields.find(kFromPprofField);
+      if (from != p.fields.end() && from->second != path && id != p.fields.end() &&
+          id->second == run_id && p.host == host && p.pid == pid && p.role == role &&
+          p.worker == worker) {
+        return static_cast<int64_t>(i);
+      }
+    }
+    return -1;
+  };
+
   // One process per (host, pid, role, worker) label set.
   std::map<std::tuple<std::string, int64_t, std::string, int64_t>, uint32_t> processes;
   std::vector<uint32_t> stack;
@@ -551,7 +589,22 @@ void ReadPprofBuffer(std::string bytes, const std::string& path, Profile* profil
     }
     auto [it, added] = processes.emplace(std::make_tuple(host, pid, role, worker),
                                          static_cast<uint32_t>(profile->processes.size()));
-    if (added) {
+    if (const int64_t known = added ? same_run(host, pid, role, worker) : -1; known >= 0) {
+      it->second = static_cast<uint32_t>(known);
+      Process& proc = profile->processes[it->second];
+      proc.complete &= warnings.empty();
+      proc.warnings.insert(proc.warnings.end(), warnings.begin(), warnings.end());
+      for (const Mapping& m : mappings) {  // each file has the mappings its own samples use
+        if (std::none_of(proc.mappings.begin(), proc.mappings.end(), [&](const Mapping& k) {
+              return k.start == m.start && k.path == m.path && k.build_id == m.build_id;
+            })) {
+          proc.mappings.push_back(m);
+        }
+      }
+      if (proc.hz == 0 && period_is_cpu_ns && raw.period > 0) {
+        proc.hz = static_cast<int>(1000000000 / raw.period);
+      }
+    } else if (added) {
       Process proc;
       proc.pid = static_cast<int>(pid);
       proc.role = role;
@@ -563,6 +616,8 @@ void ReadPprofBuffer(std::string bytes, const std::string& path, Profile* profil
       proc.mappings = mappings;
       proc.complete = warnings.empty();
       proc.warnings = warnings;
+      proc.fields[kFromPprofField] = path;
+      if (!run_id.empty()) proc.fields["run_id"] = run_id;
       profile->processes.push_back(std::move(proc));
     }
 
@@ -577,7 +632,12 @@ void ReadPprofBuffer(std::string bytes, const std::string& path, Profile* profil
     const int64_t period = ClampValue(raw.period);
     s.cpu_ns = cpu_i >= 0 ? value(cpu_i) : (period_is_cpu_ns ? ClampedProduct(s.count, period) : 0);
     s.wall_ns = value(wall_i);
-    s.kind = s.wall_ns > 0 && s.cpu_ns == 0 ? SampleKind::kWall : SampleKind::kCpu;
+    s.kind = wall_ticks || (s.wall_ns > 0 && s.cpu_ns == 0) ? SampleKind::kWall : SampleKind::kCpu;
+    if (s.kind == SampleKind::kWall) {
+      // As the dlprof reader bounds them: CPU and wait fit in the wall time.
+      s.cpu_ns = std::min(s.cpu_ns, s.wall_ns);
+      s.wait_ns = std::min(value(wait_i), s.wall_ns - s.cpu_ns);
+    }
     stack.clear();
     for (uint64_t id : rs.locations) stack.push_back(location_of(id));
     s.stack = profile->InternStack(stack);

@@ -90,7 +90,8 @@ struct Sample {
   SampleKind kind = SampleKind::kCpu;
   bool on_cpu = true;
   int64_t time_ns = 0;      // CLOCK_MONOTONIC of the sample
-  int64_t count = 1;        // samples this record stands for
+  int64_t count = 1;        // samples this record stands for; a wall record's is 0, or
+                            // the ticks it stands for when read from a pprof wall profile
   int64_t cpu_ns = 0;       // CPU time it stands for; for a wall sample, the CPU the
                             // thread used in that tick, which CPU samples already count
   int64_t wall_ns = 0;      // wall time it stands for (wall samples)

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "readers/pprof_reader.h"
 #include "reports/dense_index.h"
 #include "reports/output_file.h"
 #include "reports/pprof_wire.h"
@@ -38,6 +39,15 @@ constexpr uint32_t kLineFunctionId = 1, kLineLine = 2;
 constexpr uint32_t kFunctionId = 1, kFunctionName = 2, kFunctionSystemName = 3,
                    kFunctionFilename = 4, kFunctionStartLine = 5;
 }  // namespace field
+
+// What each view holds, for `pprof -comments`.
+constexpr char kCpuViewComment[] =
+    "samples: CPU samples (cpu/nanoseconds); wall-clock ticks, running and blocked, are in "
+    "the wall profile (profile.wall.pb.gz in a report folder)";
+constexpr char kWallViewComment[] =
+    "samples: wall-clock ticks of every thread (wall/nanoseconds), running (label cpu=on) "
+    "or blocked (cpu=off); of their wall time, cpu/nanoseconds the thread ran and "
+    "wait/nanoseconds it waited for a core";
 
 class StringTable {
  public:
@@ -193,7 +203,8 @@ struct ThreadKeyHash {
 };
 
 struct SampleSum {
-  int64_t count = 0, cpu_ns = 0, wall_ns = 0;
+  int64_t count = 0, value = 0;  // value: cpu or wall nanoseconds, by the view
+  int64_t tick_cpu_ns = 0, wait_ns = 0;  // the wall view's
 };
 
 // One thread's sums, by (stack << 32 | stage path).
@@ -216,13 +227,21 @@ bool SlashInAName(const Profile& p, const std::vector<uint32_t>& path, std::stri
 
 }  // namespace
 
-std::string EncodePprof(const Profile& p, const std::vector<std::string>& roles) {
+std::string EncodePprof(const Profile& p, PprofView view, const std::vector<std::string>& roles) {
   StringTable st;
   ProtoEncoder head, functions, mappings, locations, samples, tail;
 
+  const bool wall_view = view == PprofView::kWall;
+  const SampleKind kind = wall_view ? SampleKind::kWall : SampleKind::kCpu;
+  const char* value_type = wall_view ? "wall" : "cpu";
   ValueType(&head, field::kSampleType, &st, "samples", "count");
-  ValueType(&head, field::kSampleType, &st, "cpu", "nanoseconds");
-  ValueType(&head, field::kSampleType, &st, "wall", "nanoseconds");
+  ValueType(&head, field::kSampleType, &st, value_type, "nanoseconds");
+  if (wall_view) {
+    // Of each tick's wall time: the CPU the thread used, and the time it was
+    // runnable but waiting for a core; the rest it was blocked.
+    ValueType(&head, field::kSampleType, &st, "cpu", "nanoseconds");
+    ValueType(&head, field::kSampleType, &st, "wait", "nanoseconds");
+  }
 
   // Mappings: one per module, its range taken from the first process that
   // mapped it (all its segments), else spanned by the locations themselves.
@@ -242,10 +261,23 @@ std::string EncodePprof(const Profile& p, const std::vector<std::string>& roles)
     return mapping_list[it->second];
   };
   if (const Mapping* exe = MainExecutable(p, roles)) intern_mapping(exe->path, exe->build_id);
+  // Only the locations the view's samples use: the CPU profile lists no
+  // function that only blocked, and each file stays as small as its samples.
+  std::vector<bool> used(p.locations.size(), false);
+  {
+    std::vector<bool> stack_seen(p.stacks.size(), false);
+    for (const Sample& s : p.samples) {
+      if (s.kind != kind || s.stack >= p.stacks.size() || stack_seen[s.stack]) continue;
+      stack_seen[s.stack] = true;
+      for (uint32_t loc : p.stacks[s.stack]) {
+        if (loc < used.size()) used[loc] = true;
+      }
+    }
+  }
   std::vector<uint64_t> location_mapping(p.locations.size(), 0);
   for (size_t i = 0; i < p.locations.size(); ++i) {
     const Location& loc = p.locations[i];
-    if (loc.pseudo || loc.module.empty()) continue;
+    if (!used[i] || loc.pseudo || loc.module.empty()) continue;
     MappingInfo& m = intern_mapping(loc.module, loc.build_id);
     location_mapping[i] = m.id;
     // A mapping has functions only when every location of it is named:
@@ -316,6 +348,7 @@ std::string EncodePprof(const Profile& p, const std::vector<std::string>& roles)
   std::unordered_map<std::string, uint64_t> function_ids;
   for (size_t i = 0; i < p.locations.size(); ++i) {
     const Location& loc = p.locations[i];
+    if (!used[i]) continue;
     size_t t = locations.BeginMessage(field::kLocation);
     locations.Varint(field::kLocationId, i + 1);
     uint64_t address = loc.pseudo ? 0 : loc.address;
@@ -361,6 +394,7 @@ std::string EncodePprof(const Profile& p, const std::vector<std::string>& roles)
   ThreadKey last_key{};
   uint32_t last = UINT32_MAX;
   for (const Sample& s : p.samples) {
+    if (s.kind != kind) continue;
     const ThreadKey key{s.process, s.tid, s.on_cpu, s.kind};
     if (last == UINT32_MAX || !(key == last_key)) {
       bool added;
@@ -376,10 +410,10 @@ std::string EncodePprof(const Profile& p, const std::vector<std::string>& roles)
       order.push_back({last, i});
     }
     SampleSum& sum = thread.sums[i];
-    sum.count += s.count;
-    // A wall tick's cpu_ns is time the CPU samples already count.
-    if (s.kind == SampleKind::kCpu) sum.cpu_ns += s.cpu_ns;
-    sum.wall_ns += s.wall_ns;
+    sum.count += wall_view ? WallTicks(s) : s.count;
+    sum.value += wall_view ? s.wall_ns : s.cpu_ns;
+    sum.tick_cpu_ns += s.cpu_ns;
+    sum.wait_ns += s.wait_ns;
   }
   const int64_t k_stage = st.Intern("stage"), k_role = st.Intern("role"),
                 k_worker = st.Intern("worker"), k_pid = st.Intern("pid"), k_tid = st.Intern("tid"),
@@ -397,7 +431,11 @@ std::string EncodePprof(const Profile& p, const std::vector<std::string>& roles)
       for (uint32_t loc : p.stacks[stack]) ids.push_back(uint64_t{loc} + 1);
     }
     samples.PackedVarints(field::kSampleLocationId, ids);
-    samples.PackedInt64s(field::kSampleValue, {sum.count, sum.cpu_ns, sum.wall_ns});
+    if (wall_view) {
+      samples.PackedInt64s(field::kSampleValue, {sum.count, sum.value, sum.tick_cpu_ns, sum.wait_ns});
+    } else {
+      samples.PackedInt64s(field::kSampleValue, {sum.count, sum.value});
+    }
     std::string stage = StagePathName(p, stage_path);
     if (!stage.empty()) StrLabel(&samples, k_stage, st.Intern(stage));
     // "stage" joins the path with '/'; when a name has a '/' of its own that
@@ -431,11 +469,25 @@ std::string EncodePprof(const Profile& p, const std::vector<std::string>& roles)
   }
   if (time_nanos != 0) tail.Int64(field::kTimeNanos, time_nanos);
   if (duration != 0) tail.Int64(field::kDurationNanos, duration);
-  ValueType(&tail, field::kPeriodType, &st, "cpu", "nanoseconds");
-  tail.Int64(field::kPeriod, 1000000000 / (hz > 0 ? hz : 100));
-  tail.Int64(field::kDefaultSampleType, st.Intern("cpu"));
-  // `pprof -comments`: what wrote the profile, and what ran.
+  ValueType(&tail, field::kPeriodType, &st, value_type, "nanoseconds");
+  // A wall tick's length varies (DLPROF_SNAPSHOT_MS, light mode): no period.
+  if (!wall_view) tail.Int64(field::kPeriod, 1000000000 / (hz > 0 ? hz : 100));
+  tail.Int64(field::kDefaultSampleType, st.Intern(value_type));
+  // `pprof -comments`: what wrote the profile, what it holds, and what ran.
   tail.Int64(field::kComment, st.Intern("dlprof " DLPROF_VERSION_STRING));
+  tail.Int64(field::kComment,
+             st.Intern(wall_view ? kWallViewComment : kCpuViewComment));
+  // The runs it comes from: the reader joins the CPU and wall profiles of
+  // one run into the same processes by them.
+  std::vector<std::string> run_ids;
+  for (const Process& proc : p.processes) {
+    auto id = proc.fields.find("run_id");
+    if (id == proc.fields.end() || id->second.empty()) continue;
+    if (std::find(run_ids.begin(), run_ids.end(), id->second) == run_ids.end()) {
+      run_ids.push_back(id->second);
+    }
+  }
+  for (const std::string& id : run_ids) tail.Int64(field::kComment, st.Intern(kPprofRunComment + id));
   for (size_t i = 0; i < p.processes.size(); ++i) {
     const std::string& role = i < roles.size() ? roles[i] : p.processes[i].role;
     if (role != "main" || p.processes[i].command.empty()) continue;
@@ -457,18 +509,19 @@ std::string EncodePprof(const Profile& p, const std::vector<std::string>& roles)
   return out;
 }
 
-void WritePprof(const Profile& profile, const std::string& path,
+void WritePprof(const Profile& profile, const std::string& path, PprofView view,
                 const std::vector<std::string>& roles) {
   // Level 6, as pprof writes. On the 8 MB profile of 8 x 250k samples it
   // takes ~0.12 s; levels 1-3 save ~0.03 s for a 2-7% larger file, level 9
   // costs 0.08 s more for 0.6% smaller.
-  WriteGzipFile(path, EncodePprof(profile, roles));
+  WriteGzipFile(path, EncodePprof(profile, view, roles));
 }
 
-void WritePprofToFd(const Profile& profile, int fd, const std::vector<std::string>& roles) {
+void WritePprofToFd(const Profile& profile, int fd, PprofView view,
+                    const std::vector<std::string>& roles) {
   const int own = dup(fd);  // gzclose closes it; the caller keeps `fd`
   if (own < 0) throw std::runtime_error(std::string("stdout: cannot write: ") + strerror(errno));
-  WriteGzipToFd(EncodePprof(profile, roles), own, "stdout");
+  WriteGzipToFd(EncodePprof(profile, view, roles), own, "stdout");
 }
 
 }  // namespace dlprof

@@ -33,19 +33,30 @@ std::vector<std::string> Roles(const Profile& profile, const Analysis& analysis)
 
 class PprofReportWriter : public ReportWriter {
  public:
-  std::string file_name() const override { return "profile.pb.gz"; }
+  explicit PprofReportWriter(PprofView view) : view_(view) {}
+  std::string file_name() const override {
+    return view_ == PprofView::kWall ? "profile.wall.pb.gz" : "profile.pb.gz";
+  }
   std::string Render(const Profile& profile, const Analysis& analysis) const override {
-    return EncodePprof(profile, Roles(profile, analysis));  // uncompressed: for tests and piping
+    // Uncompressed: for tests and piping.
+    return EncodePprof(profile, view_, Roles(profile, analysis));
   }
   void Write(const Profile& profile, const Analysis& analysis, const std::string& dir) const override {
-    WritePprof(profile, dir + "/" + file_name(), Roles(profile, analysis));
+    WritePprof(profile, dir + "/" + file_name(), view_, Roles(profile, analysis));
   }
+
+ private:
+  PprofView view_;
 };
 
 }  // namespace
 
 std::unique_ptr<ReportWriter> MakePprofReportWriter() {
-  return std::make_unique<PprofReportWriter>();
+  return std::make_unique<PprofReportWriter>(PprofView::kCpu);
+}
+
+std::unique_ptr<ReportWriter> MakePprofWallReportWriter() {
+  return std::make_unique<PprofReportWriter>(PprofView::kWall);
 }
 
 std::vector<std::unique_ptr<ReportWriter>> AllReportWriters() {
@@ -55,6 +66,7 @@ std::vector<std::unique_ptr<ReportWriter>> AllReportWriters() {
   w.push_back(MakeFoldedWriter());
   w.push_back(MakeOffCpuFoldedWriter());
   w.push_back(MakePprofReportWriter());
+  w.push_back(MakePprofWallReportWriter());
   w.push_back(MakeTraceWriter());
   w.push_back(MakeHtmlWriter());
   return w;

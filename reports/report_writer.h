@@ -32,7 +32,8 @@ std::unique_ptr<ReportWriter> MakeFoldedWriter();       // stacks.folded
 std::unique_ptr<ReportWriter> MakeOffCpuFoldedWriter(); // stacks.offcpu.folded
 std::unique_ptr<ReportWriter> MakeSummaryTextWriter();  // summary.txt
 std::unique_ptr<ReportWriter> MakeSummaryJsonWriter();  // summary.json
-std::unique_ptr<ReportWriter> MakePprofReportWriter();  // profile.pb.gz
+std::unique_ptr<ReportWriter> MakePprofReportWriter();  // profile.pb.gz (CPU samples)
+std::unique_ptr<ReportWriter> MakePprofWallReportWriter();  // profile.wall.pb.gz (wall ticks)
 std::unique_ptr<ReportWriter> MakeHtmlWriter();         // report.html
 std::unique_ptr<ReportWriter> MakeTraceWriter();        // trace.json
 

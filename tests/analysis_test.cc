@@ -563,9 +563,11 @@ TEST(AnalysisRoles, EveryWriterLabelsProcessesWithTheDecidedRoles) {
   EXPECT_EQ(labels[101], (std::set<std::string>{"role=main", "role=other"}));  // trainer, its pre-exec image
   EXPECT_EQ(labels[102], std::set<std::string>{"role=other"});
 
-  // pprof, read back: one process per (pid, role, worker) label set.
+  // pprof, read back: one process per (pid, role, worker) label set, from
+  // the CPU samples and the wall ticks (the launchers have only ticks).
   Profile back;
   ReadPprofBuffer(MakePprofReportWriter()->Render(profile, a), "p.pb", &back);
+  ReadPprofBuffer(MakePprofWallReportWriter()->Render(profile, a), "p.wall.pb", &back);
   std::set<std::pair<int, std::string>> roles;
   for (const Process& p : back.processes) roles.insert({p.pid, p.role});
   EXPECT_EQ(roles, (std::set<std::pair<int, std::string>>{{100, "other"}, {101, "main"}, {102, "other"}}));

@@ -4,6 +4,7 @@
 // (core/collector.cc, WalkBlocked). Real processes, profiled with
 // `dlprof run`, read back through the reader and symbolizer the reports use.
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <map>
@@ -169,8 +170,9 @@ void ExpectTheChainInEveryReport(const ProfiledRun& run) {
     at = end + 1;
   }
   EXPECT_TRUE(line) << "stacks.offcpu.folded:\n" << folded.substr(0, 3000) << run.Where();
-  const std::string pprof = Gunzip(ReadFile(run.dir + "/report/profile.pb.gz"));
-  EXPECT_NE(pprof.find("BlockedReadInner"), std::string::npos) << run.Where();
+  // Blocked stacks are wall ticks: they are in the wall profile.
+  const std::string wall = Gunzip(ReadFile(run.dir + "/report/profile.wall.pb.gz"));
+  EXPECT_NE(wall.find("BlockedReadInner"), std::string::npos) << run.Where();
   const std::string page = ReadFile(run.dir + "/report/report.html");
   EXPECT_NE(page.find("BlockedReadInner"), std::string::npos) << run.Where();
 }
@@ -285,6 +287,16 @@ TEST(BlockedStacks, PythonFunctionsOfABlockedThreadAndWorker) {
   EXPECT_NE(folded.find("reader_loop (blocked_io.py:"), std::string::npos)
       << folded.substr(0, 3000);
   EXPECT_NE(folded.find("slow_io (blocked_io.py:"), std::string::npos) << folded.substr(0, 3000);
+  // pprof's view of the same: the wall profile's blocked ticks (cpu=off).
+  if (access("/usr/bin/go", X_OK) == 0) {
+    const ProcessResult top = RunProcess({"/usr/bin/go", "tool", "pprof", "-top", "-cum",
+                                          "-tagfocus=cpu=off", "-nodecount=30",
+                                          run.dir + "/report/profile.wall.pb.gz"});
+    ASSERT_EQ(top.exit_code, 0) << top.err;
+    for (const char* fn : {" slow_io\n", " reader_loop\n", " worker_main\n"}) {
+      EXPECT_NE(top.out.find(fn), std::string::npos) << fn << top.out;
+    }
+  }
 }
 
 // A torch DataLoader whose workers block in slow_io() inside __getitem__:

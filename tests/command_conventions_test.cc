@@ -10,6 +10,7 @@
 #include <dlprof/version.h>
 
 #include "core/config.h"
+#include "readers/pprof_reader.h"
 #include "readers/profile.h"
 #include "reports/pprof_writer.h"
 #include "tests/support/files.h"
@@ -108,6 +109,49 @@ TEST(CommandConventions, ConvertToDashWritesTheProfileToStdout) {
   const std::string b = RunCommand("gzip -dc " + dir.File("stdout.pb.gz"));
   EXPECT_GT(a.size(), 100u);
   EXPECT_EQ(a, b);
+}
+
+// --wall writes the wall-clock ticks, and only them; without it, the CPU
+// samples only.
+TEST(CommandConventions, ConvertWallWritesTheWallClockTicks) {
+  TempDir dir;
+  Profile in = SmallProfile();
+  for (int i = 0; i < 3; ++i) {
+    Sample s = in.samples[0];
+    s.kind = SampleKind::kWall;
+    s.on_cpu = false;
+    s.count = 0;
+    s.cpu_ns = 1000000;
+    s.wall_ns = 10000000;
+    s.wait_ns = 2000000;
+    in.samples.push_back(s);
+  }
+  WritePprof(in, dir.File("in.pb.gz"));
+  WritePprof(in, dir.File("in.wall.pb.gz"), PprofView::kWall);
+  for (const bool wall : {false, true}) {
+    int code = 0;
+    const std::string out = Dlprof("convert " + dir.File(wall ? "in.wall.pb.gz" : "in.pb.gz") +
+                                       (wall ? " --wall" : "") + " -o " + dir.File("out.pb.gz"),
+                                   &code);
+    ASSERT_EQ(code, 0) << out;
+    EXPECT_NE(out.find(wall ? "(3 wall-clock ticks)" : "(7 samples)"), std::string::npos) << out;
+    Profile back;
+    ReadPprof(dir.File("out.pb.gz"), &back);
+    int64_t ticks = 0, cpu_samples = 0, wall_ns = 0, cpu_ns = 0, wait_ns = 0;
+    for (const Sample& s : back.samples) {
+      (s.kind == SampleKind::kWall ? ticks : cpu_samples) += s.count;
+      if (s.kind == SampleKind::kWall) {
+        wall_ns += s.wall_ns;
+        cpu_ns += s.cpu_ns;
+        wait_ns += s.wait_ns;
+      }
+    }
+    EXPECT_EQ(cpu_samples, wall ? 0 : 7);
+    EXPECT_EQ(ticks, wall ? 3 : 0);
+    EXPECT_EQ(wall_ns, wall ? 30000000 : 0);
+    EXPECT_EQ(cpu_ns, wall ? 3000000 : 0);
+    EXPECT_EQ(wait_ns, wall ? 6000000 : 0);
+  }
 }
 
 TEST(CommandConventions, ConvertRefusesToWriteGzipToATerminal) {

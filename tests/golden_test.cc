@@ -795,6 +795,14 @@ TEST(Golden, ProfilePbGz) {
   CheckGolden("pipeline.profile.pb.txt", PprofDump(pb).Run());
 }
 
+TEST(Golden, ProfileWallPbGz) {
+  // The wall ticks: their wall, CPU and wait times are the input's sums, exact.
+  const std::string pb = Gunzip(WrittenFile("profile.wall.pb.gz"));
+  EXPECT_EQ(pb,
+            MakePprofWallReportWriter()->Render(MakeGoldenProfile(), Analyze(MakeGoldenProfile())));
+  CheckGolden("pipeline.profile.wall.pb.txt", PprofDump(pb).Run());
+}
+
 TEST(Golden, StacksFolded) {
   // Sample counts are sums of the input's counts, not times: all exact.
   CheckGolden("pipeline.stacks.folded", WrittenFile("stacks.folded"));
@@ -850,9 +858,9 @@ TEST(Golden, ReportHtmlData) {
 
 // A writer added to `dlprof report` needs a golden here too.
 TEST(Golden, EveryWriterHasAGolden) {
-  const std::set<std::string> covered = {"profile.pb.gz", "stacks.folded", "stacks.offcpu.folded",
-                                         "summary.txt",   "summary.json",  "trace.json",
-                                         "report.html"};
+  const std::set<std::string> covered = {"profile.pb.gz", "profile.wall.pb.gz", "stacks.folded",
+                                         "stacks.offcpu.folded", "summary.txt", "summary.json",
+                                         "trace.json", "report.html"};
   std::set<std::string> written;
   for (const auto& writer : AllReportWriters()) written.insert(writer->file_name());
   EXPECT_EQ(written, covered);
@@ -884,6 +892,14 @@ TEST(Golden, PprofParsedByGoToolPprof) {
   ASSERT_EQ(status, 0) << raw;
   EXPECT_NE(raw.find("Decoder::Run"), std::string::npos) << raw;
   EXPECT_NE(raw.find("stage_parts"), std::string::npos) << raw;
+  MakePprofWallReportWriter()->Write(profile, Analyze(profile), dir.path());
+  const std::string wall =
+      RunCommand("go tool pprof -raw '" + dir.File("profile.wall.pb.gz") + "' 2>&1", &status);
+  ASSERT_EQ(status, 0) << wall;
+  EXPECT_NE(wall.find("samples/count wall/nanoseconds[dflt] cpu/nanoseconds wait/nanoseconds"),
+            std::string::npos)
+      << wall;
+  EXPECT_NE(wall.find("[off-cpu: pread64]"), std::string::npos) << wall;
 }
 
 // ---------------------------------------------------------------------------

@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -55,6 +56,7 @@ Profile MakePipelineProfile(const std::string& host = "") {
   worker.ppid = 100;
   worker.role = "worker";
   worker.worker = 0;
+  main_proc.fields["run_id"] = worker.fields["run_id"] = "run-" + (host.empty() ? "a" : host);
   p.processes = {main_proc, worker};
 
   auto loc = [&](uint64_t offset, std::vector<Frame> frames,
@@ -148,21 +150,42 @@ TEST(PprofWireTest, EncodesVarintsPackedFieldsAndNestedMessages) {
   EXPECT_EQ(e.data(), expected);
 }
 
+// Only the samples of one kind.
+Profile OfKind(Profile p, SampleKind kind) {
+  p.samples.erase(std::remove_if(p.samples.begin(), p.samples.end(),
+                                 [&](const Sample& s) { return s.kind != kind; }),
+                  p.samples.end());
+  return p;
+}
+
 TEST(PprofTest, RoundTripKeepsSamplesLabelsAndFrames) {
   TempDir dir;
   Profile in = MakePipelineProfile();
   WritePprof(in, dir.File("p.pb.gz"));
+  WritePprof(in, dir.File("p.wall.pb.gz"), PprofView::kWall);
   std::string gz = ReadFile(dir.File("p.pb.gz"));
   ASSERT_GE(gz.size(), 2u);
   EXPECT_EQ(static_cast<unsigned char>(gz[0]), 0x1f);  // gzipped on disk
 
+  // Each view alone holds its own kind of sample, and nothing else.
+  for (SampleKind kind : {SampleKind::kCpu, SampleKind::kWall}) {
+    Profile one;
+    ReadPprof(dir.File(kind == SampleKind::kCpu ? "p.pb.gz" : "p.wall.pb.gz"), &one);
+    EXPECT_TRUE(one.warnings.empty()) << one.warnings.at(0);
+    EXPECT_EQ(Summary(one, &Sample::count), Summary(OfKind(in, kind), &Sample::count));
+    for (const Sample& s : one.samples) EXPECT_EQ(s.kind, kind);
+  }
+
+  // Both, read one after the other: the processes of one run, whole again.
   Profile out;
   ReadPprof(dir.File("p.pb.gz"), &out);
+  ReadPprof(dir.File("p.wall.pb.gz"), &out);
   EXPECT_TRUE(out.warnings.empty()) << out.warnings.at(0);
   EXPECT_EQ(Summary(out, &Sample::count), Summary(in, &Sample::count));
   EXPECT_EQ(Summary(out, &Sample::cpu_ns), Summary(in, &Sample::cpu_ns));
   EXPECT_EQ(Summary(out, &Sample::wall_ns), Summary(in, &Sample::wall_ns));
   ASSERT_EQ(out.processes.size(), 2u);
+  EXPECT_EQ(out.processes[0].fields["run_id"], "run-a");
   EXPECT_EQ(out.processes[0].hz, 100);
   EXPECT_EQ(out.processes[0].samples, 55u);
   EXPECT_EQ(out.processes[1].samples, 40u);  // the 20 off-CPU ones are wall samples
@@ -224,8 +247,32 @@ TEST(PprofTest, HostLabelSeparatesRuns) {
   EXPECT_EQ(merged.processes[3].host, "node-b");
   int64_t count = 0;
   for (const Sample& s : merged.samples) count += s.count;
-  EXPECT_EQ(count, 2 * 115);
-  EXPECT_EQ(merged.locations.size(), 8u);  // the same code in both runs is one location
+  EXPECT_EQ(count, 2 * 95);  // the CPU samples
+  // The same code in both runs is one location (6: the libc frame and the
+  // off-CPU one are in the wall ticks only).
+  EXPECT_EQ(merged.locations.size(), 6u);
+}
+
+// The wall profile of one run joins that run's processes only: another run's
+// process with the same pid and labels (containers restart at pid 1) stays apart.
+TEST(PprofTest, AWallProfileJoinsOnlyItsOwnRunsProcesses) {
+  TempDir dir;
+  Profile a = MakePipelineProfile(), b = MakePipelineProfile();
+  for (Process& p : b.processes) p.fields["run_id"] = "run-b";
+  WritePprof(a, dir.File("a.pb.gz"));
+  WritePprof(b, dir.File("b.wall.pb.gz"), PprofView::kWall);
+  WritePprof(a, dir.File("a.wall.pb.gz"), PprofView::kWall);
+  Profile merged;
+  for (const char* f : {"a.pb.gz", "b.wall.pb.gz", "a.wall.pb.gz"}) ReadPprof(dir.File(f), &merged);
+  ASSERT_EQ(merged.processes.size(), 3u);  // run a's two, and run b's worker (its ticks)
+  std::map<std::string, int> wall_ticks;
+  for (const Sample& s : merged.samples) {
+    const Process& p = merged.processes[s.process];
+    if (s.kind == SampleKind::kWall) wall_ticks[p.fields.at("run_id") + " " + p.file] += s.count;
+  }
+  const std::map<std::string, int> expected = {{"run-a " + dir.File("a.pb.gz"), 20},
+                                               {"run-b " + dir.File("b.wall.pb.gz"), 20}};
+  EXPECT_EQ(wall_ticks, expected);
 }
 
 TEST(PprofTest, TruncatedFileKeepsCompleteSamplesAndNamesTheOffset) {
@@ -237,8 +284,8 @@ TEST(PprofTest, TruncatedFileKeepsCompleteSamplesAndNamesTheOffset) {
   ASSERT_EQ(cut.warnings.size(), 1u);
   const std::string& w = cut.warnings[0];
   EXPECT_EQ(w.rfind(dir.File("cut.pb") + ": offset ", 0), 0u) << w;
-  // The last (5th) summed sample was cut: the other four stay whole.
-  EXPECT_EQ(cut.samples.size(), 4u) << w;
+  // The last (4th) summed sample was cut: the other three stay whole.
+  EXPECT_EQ(cut.samples.size(), 3u) << w;
   ASSERT_FALSE(cut.processes.empty());
   EXPECT_FALSE(cut.processes[0].complete);
   EXPECT_EQ(cut.processes[0].warnings, cut.warnings);
@@ -431,6 +478,7 @@ class GoPprofTest : public ::testing::Test {
   void SetUp() override {
     if (!HaveGo()) GTEST_SKIP() << "go is not installed";
     WritePprof(MakePipelineProfile(), dir_.File("p.pb.gz"));
+    WritePprof(MakePipelineProfile(), dir_.File("p.wall.pb.gz"), PprofView::kWall);
   }
   std::string Pprof(const std::string& args) {
     int status = 0;
@@ -446,18 +494,16 @@ TEST_F(GoPprofTest, TopShowsFlatSamplesPerFunction) {
   // Golden output; pprof lists rows of equal flat value in its own order.
   std::string expected =
       "      flat  flat%   sum%        cum   cum%\n"
-      "        50 43.48% 43.48%         50 43.48%  TrainStep\n"
-      "        30 26.09% 69.57%         30 26.09%  ClampPixel (inline)\n"
-      "        20 17.39% 86.96%         20 17.39%  [off-cpu: read]\n"
-      "        10  8.70% 95.65%         30 26.09%  ReadFile\n"
-      "         5  4.35%   100%          5  4.35%  NextBatch\n"
-      "         0     0%   100%         30 26.09%  DecodeJpeg\n"
-      "         0     0%   100%         60 52.17%  WorkerLoop\n"
-      "         0     0%   100%         55 47.83%  main\n"
-      "         0     0%   100%         20 17.39%  read\n";
+      "        50 52.63% 52.63%         50 52.63%  TrainStep\n"
+      "        30 31.58% 84.21%         30 31.58%  ClampPixel (inline)\n"
+      "        10 10.53% 94.74%         10 10.53%  ReadFile\n"
+      "         5  5.26%   100%          5  5.26%  NextBatch\n"
+      "         0     0%   100%         30 31.58%  DecodeJpeg\n"
+      "         0     0%   100%         40 42.11%  WorkerLoop\n"
+      "         0     0%   100%         55 57.89%  main\n";
   size_t table = out.find("      flat");
   ASSERT_NE(table, std::string::npos) << out;
-  EXPECT_NE(out.find("Showing nodes accounting for 115, 100% of 115 total"), std::string::npos)
+  EXPECT_NE(out.find("Showing nodes accounting for 95, 100% of 95 total"), std::string::npos)
       << out;
   EXPECT_NE(out.find("Build ID: 0123456789abcdef0123456789abcdef01234567"), std::string::npos)
       << out;
@@ -466,8 +512,31 @@ TEST_F(GoPprofTest, TopShowsFlatSamplesPerFunction) {
   std::string cpu = Pprof("-top " + dir_.File("p.pb.gz"));
   EXPECT_NE(cpu.find("Type: cpu"), std::string::npos) << cpu;
   EXPECT_NE(cpu.find("of 950ms total"), std::string::npos) << cpu;
-  std::string wall = Pprof("-top -sample_index=wall " + dir_.File("p.pb.gz"));
+  // The wall profile's default is wall: the worker's 20 blocked ticks of 10ms.
+  std::string wall = Pprof("-top " + dir_.File("p.wall.pb.gz"));
+  EXPECT_NE(wall.find("Type: wall"), std::string::npos) << wall;
   EXPECT_NE(wall.find("of 200ms total"), std::string::npos) << wall;
+  EXPECT_NE(wall.find(" 200ms   100%   100%      200ms   100%  [off-cpu: read]"), std::string::npos)
+      << wall;
+}
+
+// The point of two profiles: pprof prints every sample of a profile in
+// -traces, whatever its value, so each view holds only samples with a value
+// of its default type.
+TEST_F(GoPprofTest, TracesOfEachProfileHoldOnlyItsOwnSamples) {
+  for (const char* file : {"p.pb.gz", "p.wall.pb.gz"}) {
+    const std::string out = Pprof("-traces " + dir_.File(file));
+    // Each trace's value is on its first frame's line, after the labels.
+    std::regex first_frame(R"(-----------\+-+\n(?:\s+\w+:  .*\n)*\s+(\S+) )");
+    int traces = 0;
+    for (std::sregex_iterator it(out.begin(), out.end(), first_frame), end; it != end; ++it) {
+      ++traces;
+      EXPECT_NE((*it)[1].str(), "0") << file << ":\n" << out;
+    }
+    EXPECT_EQ(traces, std::string(file) == "p.pb.gz" ? 4 : 1) << file << ":\n" << out;
+    const bool blocked = out.find("[off-cpu: read]") != std::string::npos;
+    EXPECT_EQ(blocked, std::string(file) == "p.wall.pb.gz") << file << ":\n" << out;
+  }
 }
 
 TEST_F(GoPprofTest, TracesShowInlinedFramesAndLines) {
@@ -486,46 +555,55 @@ std::string Squeeze(const std::string& s) {
 TEST_F(GoPprofTest, TagsCountSamplesPerLabel) {
   std::string out = Pprof("-tags -sample_index=samples " + dir_.File("p.pb.gz"));
   const std::string expected =
-      " cpu: Total 115\n"
-      " 95 (82.61%): on\n"
-      " 20 (17.39%): off\n"
+      " cpu: Total 95\n"
+      " 95 ( 100%): on\n"
       "\n"
-      " pid: Total 115\n"
-      " 60 (52.17%): 200\n"
-      " 55 (47.83%): 100\n"
+      " pid: Total 95\n"
+      " 55 (57.89%): 100\n"
+      " 40 (42.11%): 200\n"
       "\n"
-      " role: Total 115\n"
-      " 60 (52.17%): worker\n"
-      " 55 (47.83%): main\n"
+      " role: Total 95\n"
+      " 55 (57.89%): main\n"
+      " 40 (42.11%): worker\n"
       "\n"
-      " stage: Total 60\n"
-      " 30 (50.00%): read\n"
-      " 30 (50.00%): read/decode\n"
+      " stage: Total 40\n"
+      " 30 (75.00%): read/decode\n"
+      " 10 (25.00%): read\n"
       "\n"
-      " tid: Total 115\n"
-      " 60 (52.17%): 201\n"
-      " 55 (47.83%): 100\n"
+      " tid: Total 95\n"
+      " 55 (57.89%): 100\n"
+      " 40 (42.11%): 201\n"
       "\n"
-      " worker: Total 60\n"
-      " 60 ( 100%): 0\n";
+      " worker: Total 40\n"
+      " 40 ( 100%): 0\n";
   size_t start = out.find(" cpu: Total");
   ASSERT_NE(start, std::string::npos) << out;
   EXPECT_EQ(Squeeze(out.substr(start)).substr(0, expected.size()), expected) << out;
+  // The wall profile's ticks: the worker's 20, all blocked, in "read".
+  out = Pprof("-tags -sample_index=samples " + dir_.File("p.wall.pb.gz"));
+  const std::string wall = " cpu: Total 20\n 20 ( 100%): off\n";
+  start = out.find(" cpu: Total");
+  ASSERT_NE(start, std::string::npos) << out;
+  EXPECT_EQ(Squeeze(out.substr(start)).substr(0, wall.size()), wall) << out;
+  EXPECT_NE(Squeeze(out).find(" stage: Total 20\n 20 ( 100%): read\n"), std::string::npos) << out;
 }
 
 TEST_F(GoPprofTest, TagFocusSelectsStageSamples) {
   std::string out =
       Pprof("-top -sample_index=samples -tagfocus=stage=read/decode " + dir_.File("p.pb.gz"));
-  EXPECT_NE(out.find("Showing nodes accounting for 30, 26.09% of 115 total"), std::string::npos)
+  EXPECT_NE(out.find("Showing nodes accounting for 30, 31.58% of 95 total"), std::string::npos)
       << out;
-  EXPECT_NE(out.find(" 30 26.09% 26.09%         30 26.09%  ClampPixel (inline)"), std::string::npos)
+  EXPECT_NE(out.find(" 30 31.58% 31.58%         30 31.58%  ClampPixel (inline)"), std::string::npos)
       << out;
   EXPECT_EQ(out.find("TrainStep"), std::string::npos) << out;
   out = Pprof("-top -sample_index=samples -tagfocus=role=main " + dir_.File("p.pb.gz"));
-  EXPECT_NE(out.find("Showing nodes accounting for 55, 47.83% of 115 total"), std::string::npos)
+  EXPECT_NE(out.find("Showing nodes accounting for 55, 57.89% of 95 total"), std::string::npos)
       << out;
-  out = Pprof("-top -sample_index=samples -tagfocus=cpu=off " + dir_.File("p.pb.gz"));
-  EXPECT_NE(out.find("accounting for 20, 17.39% of 115 total"), std::string::npos) << out;
+  // Blocked time is in the wall profile: both of its views, tagged and summed.
+  out = Pprof("-top -tagfocus=cpu=off " + dir_.File("p.wall.pb.gz"));
+  EXPECT_NE(out.find("accounting for 200ms, 100% of 200ms total"), std::string::npos) << out;
+  out = Pprof("-top -tagfocus=cpu=on " + dir_.File("p.wall.pb.gz"));
+  EXPECT_NE(out.find("accounting for 0, 0% of 200ms total"), std::string::npos) << out;
 }
 
 TEST_F(GoPprofTest, TagRootPutsStagesAtTheRoot) {
@@ -542,10 +620,10 @@ TEST_F(GoPprofTest, TwoRunsMergeOnOneCommandLine) {
   WritePprof(MakePipelineProfile("node-b"), dir_.File("b.pb.gz"));
   std::string out =
       Pprof("-top -sample_index=samples " + dir_.File("p.pb.gz") + " " + dir_.File("b.pb.gz"));
-  EXPECT_NE(out.find("of 230 total"), std::string::npos) << out;
+  EXPECT_NE(out.find("of 190 total"), std::string::npos) << out;
   out = Pprof("-top -sample_index=samples -tagfocus=host=node-b " + dir_.File("p.pb.gz") + " " +
               dir_.File("b.pb.gz"));
-  EXPECT_NE(out.find("accounting for 115, 50.00% of 230 total"), std::string::npos) << out;
+  EXPECT_NE(out.find("accounting for 95, 50.00% of 190 total"), std::string::npos) << out;
 }
 
 // go tool pprof on Python frames: their functions, files, first lines and
@@ -611,11 +689,17 @@ TEST_F(GoPprofPythonTest, LinesNameTheLineBeingRun) {
 
 TEST_F(GoPprofTest, WhatGoWritesWeRead) {
   // pprof re-encodes our profile with its own writer (samples before tables).
+  // Its comments keep the run, so the two views still join into one run's
+  // processes.
   Pprof("-proto -output " + dir_.File("go.pb.gz") + " " + dir_.File("p.pb.gz"));
+  Pprof("-proto -output " + dir_.File("go.wall.pb.gz") + " " + dir_.File("p.wall.pb.gz"));
   Profile go;
   ReadPprof(dir_.File("go.pb.gz"), &go);
+  ReadPprof(dir_.File("go.wall.pb.gz"), &go);
   EXPECT_TRUE(go.warnings.empty());
+  EXPECT_EQ(go.processes.size(), 2u);
   EXPECT_EQ(Summary(go, &Sample::count), Summary(MakePipelineProfile(), &Sample::count));
+  EXPECT_EQ(Summary(go, &Sample::wall_ns), Summary(MakePipelineProfile(), &Sample::wall_ns));
 }
 
 }  // namespace

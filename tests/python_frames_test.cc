@@ -395,8 +395,8 @@ std::string StackText(const PSample& s) {
   return out;
 }
 
-// The CPU samples' weight: the "cpu" value (nanoseconds); wall-clock ticks
-// carry none.
+// The CPU samples' weight: the "cpu" value (nanoseconds). profile.pb.gz
+// holds CPU samples only (wall-clock ticks are in profile.wall.pb.gz).
 int64_t CpuWeight(const PProfile& p, const PSample& s) {
   const int i = p.ValueIndex("cpu");
   return i >= 0 && static_cast<size_t>(i) < s.values.size() ? s.values[i] : 0;

@@ -30,7 +30,8 @@ using testing::WriteFile;
 
 const std::string kDlprof = std::string(DLPROF_BUILD_DIR) + "/tools/dlprof";
 const std::vector<std::string> kOutputs = {"summary.json",  "summary.txt",   "stacks.folded",
-                                           "stacks.offcpu.folded", "profile.pb.gz", "trace.json",
+                                           "stacks.offcpu.folded", "profile.pb.gz",
+                                           "profile.wall.pb.gz", "trace.json",
                                            "trace.json.gz", "report.html"};
 
 std::set<std::string> Entries(const std::string& dir) {

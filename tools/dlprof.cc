@@ -55,13 +55,15 @@ const char* kTopUsage =
     "                 profile CMD and every process it starts, then write the report\n"
     "  report RUN_DIR... -o OUT_DIR\n"
     "                 merge the processes of one or more runs into report.html,\n"
-    "                 profile.pb.gz, summary.txt, summary.json, trace.json(.gz),\n"
-    "                 stacks.folded, stacks.offcpu.folded (blocked time, us)\n"
+    "                 profile.pb.gz (CPU), profile.wall.pb.gz (running and blocked),\n"
+    "                 summary.txt, summary.json, trace.json(.gz), stacks.folded,\n"
+    "                 stacks.offcpu.folded (blocked time, us)\n"
     "  diff BEFORE AFTER [-o OUT_DIR]\n"
     "                 compare two runs: verdict, data wait, step time, stages, buffers,\n"
     "                 workers; a table on stdout, diff.html, diff.json, diff.txt\n"
-    "  convert IN -o OUT.pb.gz\n"
+    "  convert IN -o OUT.pb.gz [--wall]\n"
     "                 a .dlprof, gperftools CPU profile or pprof file to symbolized pprof\n"
+    "                 (its CPU samples, or with --wall its wall-clock ticks)\n"
     "  backends       list the unwinders and timer sources and whether they work here\n"
     "\n"
     "Each command takes --help. dlprof --version prints the version.\n"
@@ -230,7 +232,7 @@ void PrintVerdict(const Analysis& a, const std::string& out_dir, FILE* to) {
     Say(to, Format("dlprof: not input-bound: training waits for data %.0f%% of step time",
                    100 * v.data_wait_fraction));
   }
-  Say(to, "dlprof: report written to " + out_dir + "/ (report.html, summary.txt, profile.pb.gz, ...)");
+  Say(to, "dlprof: report written to " + out_dir + "/ (report.html, summary.txt, profile.pb.gz, profile.wall.pb.gz, ...)");
 }
 
 int Report(const std::vector<std::string>& args) {
@@ -296,9 +298,11 @@ int Diff(const std::vector<std::string>& args) {
 }
 
 int Convert(const std::vector<std::string>& args) {
-  po::options_description opts("dlprof convert IN -o OUT.pb.gz");
+  po::options_description opts("dlprof convert IN -o OUT.pb.gz [--wall]");
   opts.add_options()("help,h", "show this help")("output,o", po::value<std::string>(),
-                                                  "the pprof file to write; - for stdout");
+                                                  "the pprof file to write; - for stdout")(
+      "wall", "write the wall-clock ticks of every thread, running (label cpu=on) or blocked "
+              "(cpu=off), instead of the CPU samples");
   po::options_description all = WithInputs(opts, "input profile");
   po::positional_options_description pos;
   pos.add("input", -1);
@@ -316,16 +320,24 @@ int Convert(const std::vector<std::string>& args) {
   Symbolizer symbolizer;
   symbolizer.SymbolizeProfile(&profile);
   const std::string out = vm["output"].as<std::string>();
+  const PprofView view = vm.count("wall") ? PprofView::kWall : PprofView::kCpu;
+  int64_t count = 0;
+  for (const Sample& s : profile.samples) {
+    if (s.kind == SampleKind::kWall && view == PprofView::kWall) count += WallTicks(s);
+    if (s.kind == SampleKind::kCpu && view == PprofView::kCpu) count += s.count;
+  }
+  const std::string written =
+      std::to_string(count) + (view == PprofView::kWall ? " wall-clock ticks" : " samples");
   for (const std::string& w : profile.warnings) Say(stderr, "dlprof: warning: " + w);
   if (out == "-") {
     // The profile is the whole of stdout (`dlprof convert IN -o - | pprof`).
     if (isatty(STDOUT_FILENO)) throw UsageError("convert: -o - will not write gzip to a terminal");
-    WritePprofToFd(profile, STDOUT_FILENO);
-    Say(stderr, "dlprof: wrote " + std::to_string(profile.samples.size()) + " samples to stdout");
+    WritePprofToFd(profile, STDOUT_FILENO, view);
+    Say(stderr, "dlprof: wrote " + written + " to stdout");
     return 0;
   }
-  WritePprof(profile, out);
-  Say(stdout, "dlprof: wrote " + out + " (" + std::to_string(profile.samples.size()) + " samples)");
+  WritePprof(profile, out, view);
+  Say(stdout, "dlprof: wrote " + out + " (" + written + ")");
   return 0;
 }
 

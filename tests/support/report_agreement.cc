@@ -95,13 +95,36 @@ void ExpectStageSamplesArePprofs(const ReportFolder& r) {
     const auto& path = pprof.stage_paths[s.stage_path];
     if (!path.empty()) innermost[pprof.stages[path.back()]] += s.count;
   }
+  // The wall ticks, from the other profile: wall and CPU nanoseconds per
+  // innermost stage.
+  Profile wall;
+  ReadPprof(r.File("profile.wall.pb.gz"), &wall);
+  EXPECT_TRUE(wall.warnings.empty()) << wall.warnings.at(0);
+  std::map<std::string, std::pair<int64_t, int64_t>> ticks;
+  for (const Sample& s : wall.samples) {
+    EXPECT_EQ(s.kind, SampleKind::kWall);
+    if (s.stage_path >= wall.stage_paths.size()) continue;
+    const auto& path = wall.stage_paths[s.stage_path];
+    if (path.empty()) continue;
+    auto& [wall_ns, cpu_ns] = ticks[wall.stages[path.back()]];
+    wall_ns += s.wall_ns;
+    cpu_ns += s.cpu_ns;
+  }
   ASSERT_FALSE(r.summary["stages"].empty());
   int64_t sum = 0;
+  int with_ticks = 0;
   for (const json& st : r.summary["stages"]) {
     const std::string name = st["name"];
     EXPECT_EQ(st["self_samples"].get<int64_t>(), innermost[name]) << name;
     sum += st["self_samples"].get<int64_t>();
+    const auto [wall_ns, cpu_ns] = ticks[name];
+    if (wall_ns == 0) continue;
+    ++with_ticks;
+    // summary.json has 6 decimal places.
+    EXPECT_NEAR(st["self_wall_s"].get<double>(), wall_ns / 1e9, 1e-6) << name;
+    EXPECT_NEAR(st["self_cpu_s"].get<double>(), std::min(cpu_ns, wall_ns) / 1e9, 1e-6) << name;
   }
+  EXPECT_GT(with_ticks, 0) << "no stage has wall ticks in profile.wall.pb.gz";
   EXPECT_LE(static_cast<uint64_t>(sum), TotalSamples(r.summary));
 }
 

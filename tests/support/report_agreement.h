@@ -26,7 +26,8 @@ ReportFolder ReadReportFolder(const std::string& dir);
 // The sample total: profiler.samples, processes[].samples, report.html's
 // cost section and CPU flame graph, stacks.folded, profile.pb.gz, summary.txt.
 void ExpectOneSampleCount(const ReportFolder& r);
-// Each stage's self_samples are pprof's samples with that stage innermost.
+// Each stage's self_samples are profile.pb.gz's samples with that stage
+// innermost; its self wall and CPU time are profile.wall.pb.gz's ticks there.
 void ExpectStageSamplesArePprofs(const ReportFolder& r);
 // A stage's CPU, wait for a core and blocked time fill its wall time; its
 // row in summary.txt, report.html and the verdict's evidence says the same.
