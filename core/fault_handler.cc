@@ -2,10 +2,12 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <ucontext.h>
 
 #include <atomic>
 
+#include "core/raw_syscall.h"
 #include "core/safe_load.h"
 #include "core/signals.h"
 
@@ -13,6 +15,20 @@ namespace dlprof {
 namespace {
 
 std::atomic<bool> g_installed{false};
+
+// What a sent SIGSEGV or SIGBUS carried, kept while a sample runs: the
+// fields kill(), tgkill() and sigqueue() fill (no memcpy of a siginfo_t on
+// the signal path).
+struct SentFault {
+  int code, errnum, pid;
+  unsigned uid;
+  sigval value;
+};
+__thread bool t_deferring __attribute__((tls_model("initial-exec"))) = false;
+__thread unsigned t_deferred __attribute__((tls_model("initial-exec"))) = 0;  // bit per index
+__thread SentFault t_sent[2] __attribute__((tls_model("initial-exec")));
+
+int FaultIndex(int signo) { return signo == SIGSEGV ? 0 : signo == SIGBUS ? 1 : -1; }
 
 // SIG_DFL for real, and the signal is no longer dlprof's.
 void LetGo(int signo) {
@@ -30,6 +46,15 @@ void HandleFault(int signo, siginfo_t* info, void* ucontext) {
   // and be lost to the program.
   const bool sent = info != nullptr && info->si_code <= 0;
   if (!sent && RecoverSafeLoad(static_cast<ucontext_t*>(ucontext))) return;
+  if (const int i = FaultIndex(signo); sent && t_deferring && i >= 0) {
+    // Inside a sample, on dlprof's stack: the program's handler runs after
+    // it (EndDeferringSentFaults). Two copies merge, as the kernel merges
+    // a standard signal sent twice before delivery.
+    t_sent[i] = SentFault{info->si_code, info->si_errno, info->si_pid, info->si_uid,
+                          info->si_value};
+    t_deferred |= 1u << i;
+    return;
+  }
   const struct sigaction* view = ChainedProgramAction(signo);
   if (view == nullptr || view->sa_handler == SIG_DFL ||
       (view->sa_handler == SIG_IGN && !sent)) {
@@ -76,6 +101,36 @@ bool InstallOne(int signo) {
 }
 
 }  // namespace
+
+void BeginDeferringSentFaults() { t_deferring = true; }
+
+void EndDeferringSentFaults() {
+  t_deferring = false;
+  const unsigned deferred = t_deferred;
+  if (deferred == 0) return;
+  t_deferred = 0;
+  const long pid = RawSyscall6(SYS_getpid, 0, 0, 0, 0, 0, 0);
+  const long tid = RawSyscall6(SYS_gettid, 0, 0, 0, 0, 0, 0);
+  for (int i = 0; i < 2; ++i) {
+    if ((deferred & (1u << i)) == 0) continue;
+    const int signo = i == 0 ? SIGSEGV : SIGBUS;
+    // Blocked until the handler returns, when the kernel puts back the mask
+    // the program had: then it is delivered on the program's stack, or stays
+    // pending if the program blocks it, as without dlprof.
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, signo);
+    RawSyscall6(SYS_rt_sigprocmask, SIG_BLOCK, reinterpret_cast<long>(&one), 0, _NSIG / 8, 0, 0);
+    siginfo_t again{};
+    again.si_signo = signo;
+    again.si_errno = t_sent[i].errnum;
+    again.si_code = t_sent[i].code;  // the kernel allows any code sent to one's own process
+    again.si_pid = t_sent[i].pid;
+    again.si_uid = t_sent[i].uid;
+    again.si_value = t_sent[i].value;
+    RawSyscall6(SYS_rt_tgsigqueueinfo, pid, tid, signo, reinterpret_cast<long>(&again), 0, 0);
+  }
+}
 
 bool InstallFaultHandler() {
   if (g_installed.load(std::memory_order_acquire)) return SafeLoadsAllowed();

@@ -20,6 +20,19 @@ bool InstallFaultHandler();
 // handler asks before each walk. Async-signal-safe (two atomic loads).
 bool SafeLoadsAllowed();
 
+// The profiling signal's handler brackets each sample with these. A SIGSEGV
+// or SIGBUS another thread or process sends (kill, tgkill, sigqueue) while
+// the thread is between them does not run the program's handler inside the
+// sample, on dlprof's stack: the handler keeps it, and
+// EndDeferringSentFaults sends it to the thread again, with the same code,
+// sender and value, blocked until the profiling handler returns. The
+// program's handler then runs with the program's own mask and stack, as
+// without dlprof. Faults (SafeLoad's, or dlprof's own) are not deferred.
+// Async-signal-safe: thread-local flags, and two system calls per deferred
+// signal.
+void BeginDeferringSentFaults();
+void EndDeferringSentFaults();
+
 // The collector's check, each tick: the program may have replaced the handler
 // by a path the interposer does not see (a raw rt_sigaction). Then SafeLoad
 // is not safe any more: returns true once, and SafeLoadsAllowed() is false

@@ -253,5 +253,69 @@ TEST(FaultHandler, ReplacedBehindOurBackStopsSafeLoads) {
       ::testing::ExitedWithCode(3), "");
 }
 
+// A SIGSEGV or SIGBUS sent during a sample reaches the program's handler
+// after the sample, with its siginfo as sent. A SIGUSR2 handler stands in
+// for the profiling one (the same Begin/End brackets); `defer` false is the
+// control: without them the program's handler runs inside.
+volatile sig_atomic_t g_in_sample = 0, g_inside = 0, g_after = 0, g_defer = 0;
+volatile int g_segv_code = 0, g_segv_pid = 0, g_segv_value = 0, g_bus_code = 0;
+
+void RecordSent(int signo, siginfo_t* info, void*) {
+  if (g_in_sample) {
+    ++g_inside;
+  } else {
+    ++g_after;
+  }
+  if (signo == SIGSEGV) {
+    g_segv_code = info->si_code;
+    g_segv_pid = info->si_pid;
+    g_segv_value = info->si_value.sival_int;
+  } else {
+    g_bus_code = info->si_code;
+  }
+}
+
+void FakeSample(int) {
+  if (g_defer) BeginDeferringSentFaults();
+  g_in_sample = 1;
+  union sigval v;
+  v.sival_int = 77;
+  sigqueue(getpid(), SIGSEGV, v);
+  syscall(SYS_tgkill, getpid(), syscall(SYS_gettid), SIGBUS);
+  g_in_sample = 0;
+  if (g_defer) EndDeferringSentFaults();
+}
+
+int SendDuringAFakeSample(bool defer) {
+  InstallFaultHandler();
+  struct sigaction sa {};
+  sa.sa_sigaction = RecordSent;
+  sa.sa_flags = SA_SIGINFO;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGSEGV, &sa, nullptr);
+  sigaction(SIGBUS, &sa, nullptr);
+  struct sigaction fake {};
+  fake.sa_handler = FakeSample;
+  sigemptyset(&fake.sa_mask);
+  sigaction(SIGUSR2, &fake, nullptr);
+  g_defer = defer;
+  raise(SIGUSR2);
+  return 10 * g_inside + g_after;
+}
+
+TEST(FaultHandlerDeathTest, SentFaultsWaitForTheSamplesEndWithTheirSiginfo) {
+  EXPECT_EXIT(
+      {
+        const int where = SendDuringAFakeSample(true);
+        _exit(where == 2 && g_segv_code == SI_QUEUE && g_segv_pid == getpid() &&
+                      g_segv_value == 77 && g_bus_code == SI_TKILL
+                  ? 42
+                  : 43);
+      },
+      ::testing::ExitedWithCode(42), "");
+  // The control: unbracketed, both run inside.
+  EXPECT_EXIT(_exit(SendDuringAFakeSample(false)), ::testing::ExitedWithCode(20), "");
+}
+
 }  // namespace
 }  // namespace dlprof

@@ -477,6 +477,20 @@ TEST(NoHarm, TheProgramsSignalHandlersRunOnItsOwnStack) {
   EXPECT_TRUE(NoHarm(p));
 }
 
+// The same for a SIGSEGV or SIGBUS another thread sends: these stayed open
+// during samples for fault-safe reads, so the program's handler ran inside
+// the sample and died on dlprof's stack. Now they are blocked there unless
+// the process takes fault-safe reads (Python), where dlprof's fault handler
+// sends them again at the sample's end (FaultHandler.SentFaultsWaitFor...).
+TEST(NoHarm, SentSegvAndBusRunTheProgramsHandlerOnItsOwnStack) {
+  for (const char* signal : {"segv", "bus"}) {
+    Pair p = RunBoth({Harm("nested_signals"), signal});
+    ASSERT_EQ(p.plain.result.out, "handled: 1\nnot from the sender: 0\n")
+        << signal << Show(p.plain.result);
+    EXPECT_TRUE(NoHarm(p)) << signal;
+  }
+}
+
 TEST(NoHarm, SiglongjmpOutOfAHandlerLeavesForksAsFast) {
   Pair p = RunBoth({Harm("nested_signals"), "longjmp"});
   ASSERT_EQ(p.plain.result.out, "jumped: 1\nslowest fork over 0.5 s: 0\n") << Show(p.plain.result);

@@ -3,6 +3,9 @@
  *                             to the main thread as fast as another thread
  *                             can while main burns CPU (the thread has its
  *                             8 MiB stack: the handler fits there)
+ *   nested_signals segv|bus   the same with SIGSEGV or SIGBUS sent (a crash
+ *                             reporter's or a runtime's handler); it also
+ *                             checks that each came from the sender
  *   nested_signals longjmp    a per-thread 50 us timer whose SIGALRM handler
  *                             siglongjmps out (a timeout pattern) for 0.5 s;
  *                             then three forks from the main thread, timed
@@ -25,17 +28,22 @@ static pthread_t g_main;
 static atomic_long g_handled;
 static atomic_int g_stop;
 
-static void OnUsr1(int sig) {
+static atomic_long g_foreign;  /* a siginfo that is not the sender's */
+static int g_signo;
+
+static void OnSent(int sig, siginfo_t* info, void* uc) {
   (void)sig;
+  (void)uc;
   volatile char buf[96 * 1024];
   for (size_t i = 0; i < sizeof buf; i += 1024) buf[i] = 1;
   atomic_fetch_add(&g_handled, buf[0]);
+  if (info->si_code != SI_TKILL || info->si_pid != getpid()) atomic_fetch_add(&g_foreign, 1);
 }
 
 static void* Sender(void* arg) {
   (void)arg;
   for (long i = 0; i < 200000 && !atomic_load(&g_stop); ++i) {
-    pthread_kill(g_main, SIGUSR1);
+    pthread_kill(g_main, g_signo);
     for (volatile int k = 0; k < 2000; ++k) {
     }
   }
@@ -43,12 +51,13 @@ static void* Sender(void* arg) {
   return NULL;
 }
 
-static int BigStack(void) {
+static int BigStack(int signo) {
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
-  sa.sa_handler = OnUsr1;
-  sa.sa_flags = SA_RESTART;
-  sigaction(SIGUSR1, &sa, NULL);
+  sa.sa_sigaction = OnSent;
+  sa.sa_flags = SA_RESTART | SA_SIGINFO;
+  g_signo = signo;
+  sigaction(signo, &sa, NULL);
   g_main = pthread_self();
   pthread_t t;
   if (pthread_create(&t, NULL, Sender, NULL) != 0) return 1;
@@ -58,6 +67,7 @@ static int BigStack(void) {
   }
   pthread_join(t, NULL);
   printf("handled: %d\n", atomic_load(&g_handled) > 0);
+  if (signo != SIGUSR1) printf("not from the sender: %ld\n", atomic_load(&g_foreign));
   return 0;
 }
 
@@ -120,8 +130,10 @@ static int LongJmp(void) {
 }
 
 int main(int argc, char** argv) {
-  if (argc == 2 && strcmp(argv[1], "bigstack") == 0) return BigStack();
+  if (argc == 2 && strcmp(argv[1], "bigstack") == 0) return BigStack(SIGUSR1);
+  if (argc == 2 && strcmp(argv[1], "segv") == 0) return BigStack(SIGSEGV);
+  if (argc == 2 && strcmp(argv[1], "bus") == 0) return BigStack(SIGBUS);
   if (argc == 2 && strcmp(argv[1], "longjmp") == 0) return LongJmp();
-  fprintf(stderr, "usage: nested_signals bigstack|longjmp\n");
+  fprintf(stderr, "usage: nested_signals bigstack|segv|bus|longjmp\n");
   return 2;
 }
