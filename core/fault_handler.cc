@@ -47,12 +47,15 @@ void HandleFault(int signo, siginfo_t* info, void* ucontext) {
   const bool sent = info != nullptr && info->si_code <= 0;
   if (!sent && RecoverSafeLoad(static_cast<ucontext_t*>(ucontext))) return;
   if (const int i = FaultIndex(signo); sent && t_deferring && i >= 0) {
-    // Inside a sample, on dlprof's stack: the program's handler runs after
-    // it (EndDeferringSentFaults). Two copies merge, as the kernel merges
-    // a standard signal sent twice before delivery.
-    t_sent[i] = SentFault{info->si_code, info->si_errno, info->si_pid, info->si_uid,
-                          info->si_value};
-    t_deferred |= 1u << i;
+    // Inside dlprof's fault-safe reads (a sample, on dlprof's stack): the
+    // program's handler runs after them (CloseFaultsForSafeLoads). A second
+    // copy merges into the first, as the kernel merges a pending standard
+    // signal.
+    if ((t_deferred & (1u << i)) == 0) {
+      t_sent[i] = SentFault{info->si_code, info->si_errno, info->si_pid, info->si_uid,
+                            info->si_value};
+      t_deferred |= 1u << i;
+    }
     return;
   }
   const struct sigaction* view = ChainedProgramAction(signo);
@@ -102,9 +105,39 @@ bool InstallOne(int signo) {
 
 }  // namespace
 
-void BeginDeferringSentFaults() { t_deferring = true; }
+namespace {
 
-void EndDeferringSentFaults() {
+// Whether SIGSEGV and SIGBUS were blocked when the window opened: they are
+// blocked again at its close only then (a caller outside a handler and
+// dlprof's threads, such as a test, keeps its mask).
+__thread bool t_faults_were_blocked __attribute__((tls_model("initial-exec"))) = false;
+
+sigset_t FaultSignals() {
+  sigset_t faults;
+  sigemptyset(&faults);
+  sigaddset(&faults, SIGSEGV);
+  sigaddset(&faults, SIGBUS);
+  return faults;
+}
+
+}  // namespace
+
+void OpenFaultsForSafeLoads() {
+  t_deferring = true;
+  const sigset_t faults = FaultSignals();
+  sigset_t old;
+  sigemptyset(&old);
+  RawSyscall6(SYS_rt_sigprocmask, SIG_UNBLOCK, reinterpret_cast<long>(&faults),
+              reinterpret_cast<long>(&old), _NSIG / 8, 0, 0);
+  t_faults_were_blocked = sigismember(&old, SIGSEGV) == 1 || sigismember(&old, SIGBUS) == 1;
+}
+
+void CloseFaultsForSafeLoads(FaultsReturnTo to) {
+  if (t_faults_were_blocked) {
+    const sigset_t faults = FaultSignals();
+    RawSyscall6(SYS_rt_sigprocmask, SIG_BLOCK, reinterpret_cast<long>(&faults), 0, _NSIG / 8, 0,
+                0);
+  }
   t_deferring = false;
   const unsigned deferred = t_deferred;
   if (deferred == 0) return;
@@ -114,21 +147,26 @@ void EndDeferringSentFaults() {
   for (int i = 0; i < 2; ++i) {
     if ((deferred & (1u << i)) == 0) continue;
     const int signo = i == 0 ? SIGSEGV : SIGBUS;
-    // Blocked until the handler returns, when the kernel puts back the mask
-    // the program had: then it is delivered on the program's stack, or stays
-    // pending if the program blocks it, as without dlprof.
-    sigset_t one;
-    sigemptyset(&one);
-    sigaddset(&one, signo);
-    RawSyscall6(SYS_rt_sigprocmask, SIG_BLOCK, reinterpret_cast<long>(&one), 0, _NSIG / 8, 0, 0);
     siginfo_t again{};
     again.si_signo = signo;
     again.si_errno = t_sent[i].errnum;
-    again.si_code = t_sent[i].code;  // the kernel allows any code sent to one's own process
+    again.si_code = t_sent[i].code;
     again.si_pid = t_sent[i].pid;
     again.si_uid = t_sent[i].uid;
     again.si_value = t_sent[i].value;
-    RawSyscall6(SYS_rt_tgsigqueueinfo, pid, tid, signo, reinterpret_cast<long>(&again), 0, 0);
+    if (to == FaultsReturnTo::kThisThread) {
+      // Blocked (above) until the handler returns, when the kernel puts back
+      // the mask the program had: then it is delivered on the program's
+      // stack, or stays pending if the program blocks it, as without dlprof.
+      // The kernel takes any code a thread queues to itself.
+      RawSyscall6(SYS_rt_tgsigqueueinfo, pid, tid, signo, reinterpret_cast<long>(&again), 0, 0);
+    } else if (RawSyscall6(SYS_rt_sigqueueinfo, pid, signo, reinterpret_cast<long>(&again), 0, 0,
+                           0) != 0) {
+      // To the process, for a thread that does not block it. The kernel
+      // refuses kill()'s and tgkill()'s codes from another thread than the
+      // one they name: then as kill() from this process.
+      RawSyscall6(SYS_kill, pid, signo, 0, 0, 0, 0);
+    }
   }
 }
 

@@ -20,18 +20,25 @@ bool InstallFaultHandler();
 // handler asks before each walk. Async-signal-safe (two atomic loads).
 bool SafeLoadsAllowed();
 
-// The profiling signal's handler brackets each sample with these. A SIGSEGV
-// or SIGBUS another thread or process sends (kill, tgkill, sigqueue) while
-// the thread is between them does not run the program's handler inside the
-// sample, on dlprof's stack: the handler keeps it, and
-// EndDeferringSentFaults sends it to the thread again, with the same code,
-// sender and value, blocked until the profiling handler returns. The
-// program's handler then runs with the program's own mask and stack, as
-// without dlprof. Faults (SafeLoad's, or dlprof's own) are not deferred.
-// Async-signal-safe: thread-local flags, and two system calls per deferred
-// signal.
-void BeginDeferringSentFaults();
-void EndDeferringSentFaults();
+// SIGSEGV and SIGBUS are blocked in dlprof's SIGPROF handler and in its
+// threads; these open them around fault-safe reads (SafeLoad) only, whose
+// faults must reach the handler above. A SIGSEGV or SIGBUS another thread or
+// process *sends* (kill, tgkill, sigqueue) while they are open does not run
+// the program's handler there, on dlprof's stack or thread: the handler
+// keeps the first copy of each, and CloseFaultsForSafeLoads blocks them again
+// and sends it once more, with the same code, sender and value where the
+// kernel allows:
+// - kThisThread (the profiling handler): queued to this thread, blocked
+//   until the handler returns; the program's handler then runs with the
+//   program's own mask and stack, as without dlprof;
+// - kProcess (a thread of dlprof's, which blocks it): queued to the process,
+//   for a program thread to take (as kill() from this process where the
+//   kernel refuses the original code).
+// Faults (SafeLoad's, or dlprof's own) are not kept. Async-signal-safe:
+// thread-local flags, two system calls per window and two per copy kept.
+enum class FaultsReturnTo { kThisThread, kProcess };
+void OpenFaultsForSafeLoads();
+void CloseFaultsForSafeLoads(FaultsReturnTo to);
 
 // The collector's check, each tick: the program may have replaced the handler
 // by a path the interposer does not see (a raw rt_sigaction). Then SafeLoad

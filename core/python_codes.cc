@@ -2,6 +2,7 @@
 
 #include <dlprof/format.h>
 
+#include "core/fault_handler.h"
 #include "core/varint.h"
 
 namespace dlprof {
@@ -27,8 +28,12 @@ uint64_t PythonCodeTable::FrameWord(const PythonRuntime& py, uint64_t code_word,
     // and keep it only if it is still the one the sample saw.
     Entry e;
     PythonCodeReader reader(*py.layout, py.code_type, py.unicode_type);
-    if (identity == 0 || !reader.Read(code, &e.info) ||
-        PyCodeIdentity(code, *py.layout) != identity) {
+    // SafeLoads, on the collector (which blocks every signal).
+    OpenFaultsForSafeLoads();
+    const bool same = identity != 0 && reader.Read(code, &e.info) &&
+                      PyCodeIdentity(code, *py.layout) == identity;
+    CloseFaultsForSafeLoads(FaultsReturnTo::kProcess);
+    if (!same) {
       ++unreadable_;
       if (unknown_id_ == 0) unknown_id_ = AddEntry("[unknown python code]", "", 0);
       return DLPROF_PY_FRAME_BIT | entry | unknown_id_;

@@ -219,18 +219,7 @@ uintptr_t FindThreadStateByTid(pid_t tid, const PythonLayout& L) {
   return 0;
 }
 
-}  // namespace
-
-int WalkPythonFrames(ThreadSlot* s, uint64_t* out, int max_frames) {
-  if (!g_active.load(std::memory_order_acquire) || !SafeLoadsAllowed()) return 0;
-  const PythonLayout& L = *g_python.layout;
-  const uintptr_t tstate = CurrentThreadState(s, L);
-  if (tstate == 0) return 0;
-  return WalkFramesOf(tstate, L, out, max_frames);
-}
-
-int WalkBlockedPythonFrames(ThreadSlot* s, pid_t tid, uint64_t* out, int max_frames) {
-  if (!g_active.load(std::memory_order_acquire) || !SafeLoadsAllowed()) return 0;
+int WalkBlockedFramesOf(ThreadSlot* s, pid_t tid, uint64_t* out, int max_frames) {
   const PythonLayout& L = *g_python.layout;
   uintptr_t tstate = s->py_tstate.load(std::memory_order_relaxed);
   if (L.tstate_native_thread_id != kNoOffset) {
@@ -244,6 +233,28 @@ int WalkBlockedPythonFrames(ThreadSlot* s, pid_t tid, uint64_t* out, int max_fra
   }
   if (tstate == 0) return 0;
   return WalkFramesOf(tstate, L, out, max_frames);
+}
+
+}  // namespace
+
+int WalkPythonFrames(ThreadSlot* s, uint64_t* out, int max_frames) {
+  if (!g_active.load(std::memory_order_acquire) || !SafeLoadsAllowed()) return 0;
+  const PythonLayout& L = *g_python.layout;
+  OpenFaultsForSafeLoads();
+  const uintptr_t tstate = CurrentThreadState(s, L);
+  const int frames = tstate == 0 ? 0 : WalkFramesOf(tstate, L, out, max_frames);
+  CloseFaultsForSafeLoads(FaultsReturnTo::kThisThread);
+  return frames;
+}
+
+int WalkBlockedPythonFrames(ThreadSlot* s, pid_t tid, uint64_t* out, int max_frames) {
+  if (!g_active.load(std::memory_order_acquire) || !SafeLoadsAllowed()) return 0;
+  // The collector blocks every signal: a fault of a SafeLoad blocked would
+  // be forced through with the default action, and kill the process.
+  OpenFaultsForSafeLoads();
+  const int frames = WalkBlockedFramesOf(s, tid, out, max_frames);
+  CloseFaultsForSafeLoads(FaultsReturnTo::kProcess);
+  return frames;
 }
 
 uint64_t PyCodeIdentity(uintptr_t code, const PythonLayout& L) {

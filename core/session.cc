@@ -260,12 +260,6 @@ void StartSession() {
   if (sampling && StartPythonFrames(&G->python_version, &G->python_state)) {
     g_collector->SetProcessField("python", G->python_version);
     g_collector->SetProcessField("python_frames", G->python_state);
-    // Python walks read through SafeLoad: its faults must reach the handler.
-    if (ActivePython() != nullptr && !OpenFaultSignalsInSamples(kProfilingSignal)) {
-      StopPythonFrames();
-      G->python_state = "off: the SIGPROF handler could not take fault-safe reads";
-      g_collector->SetProcessField("python_frames", G->python_state);
-    }
     if (G->python_state != "on") {
       WarnLine(("dlprof: Python " + G->python_version + " frames " + G->python_state +
                 "; native frames only\n").c_str());

@@ -10,7 +10,6 @@
 
 #include "backends/backend_factories.h"
 #include "backends/cfi_unwinder.h"
-#include "core/fault_handler.h"
 #include "core/proc_maps.h"
 #include "core/python_frames.h"
 #include "core/raw_syscall.h"
@@ -53,33 +52,22 @@ namespace {
 // stays open: a seccomp filter's trap (a sandbox's own handler) is forced
 // through, and blocked it would kill. A fault of dlprof's own code (SIGSEGV,
 // SIGBUS, SIGFPE, SIGILL, SIGTRAP) is forced through anyway; blocked, only
-// copies other processes send wait. `faults_open`: SIGSEGV and SIGBUS open
-// too, where fault-safe reads (core/safe_load.cc) are taken inside samples;
-// dlprof's fault handler then keeps a copy sent meanwhile for the sample's
-// end (core/fault_handler.h).
-struct sigaction ProfilingAction(bool faults_open) {
+// copies other processes send wait. The Python walk's fault-safe reads open
+// SIGSEGV and SIGBUS around themselves (core/fault_handler.h).
+struct sigaction ProfilingAction() {
   struct sigaction sa {};
   sa.sa_sigaction = HandleProfilingSignal;
   sa.sa_flags = SA_RESTART | SA_SIGINFO;
   sigfillset(&sa.sa_mask);
   sigdelset(&sa.sa_mask, SIGSYS);
-  if (faults_open) {
-    sigdelset(&sa.sa_mask, SIGSEGV);
-    sigdelset(&sa.sa_mask, SIGBUS);
-  }
   return sa;
 }
 
 }  // namespace
 
 bool InstallSignalHandler(int signo) {
-  const struct sigaction sa = ProfilingAction(/*faults_open=*/false);
+  const struct sigaction sa = ProfilingAction();
   return RealSigaction(signo, &sa, &g_previous_action) == 0;
-}
-
-bool OpenFaultSignalsInSamples(int signo) {
-  const struct sigaction sa = ProfilingAction(/*faults_open=*/true);
-  return RealSigaction(signo, &sa, nullptr) == 0;
 }
 
 void RestoreSignalHandler(int signo) { RealSigaction(signo, &g_previous_action, nullptr); }
@@ -243,9 +231,7 @@ void HandleProfilingSignal(int signo, siginfo_t* info, void* ucontext) {
   // little room left (a PTHREAD_STACK_MIN thread deep in a recursion), and
   // unwinding takes up to ~24 KiB (libunwind's slow path).
   SampleCall call{s, info, static_cast<const ucontext_t*>(ucontext)};
-  BeginDeferringSentFaults();
   RunOnStack(&call, TakeSample, s->unwind_stack);
-  EndDeferringSentFaults();
   s->in_handler.store(0, std::memory_order_release);
   errno = saved_errno;
 }

@@ -54,11 +54,10 @@ bool IsOwnSignal(const siginfo_t* info);
 
 // Installs HandleProfilingSignal for `signo` with SA_RESTART | SA_SIGINFO.
 // While it runs, every signal but SIGSYS is blocked (a sent one waits for
-// the sample's end). Not signal-safe; call before any timer is armed.
+// the sample's end; the Python walk opens SIGSEGV and SIGBUS around its
+// fault-safe reads: core/fault_handler.h). Not signal-safe; call before any
+// timer is armed.
 bool InstallSignalHandler(int signo);
-// The same action with SIGSEGV and SIGBUS open too: for a process whose
-// samples take fault-safe reads (InstallFaultHandler done). Not signal-safe.
-bool OpenFaultSignalsInSamples(int signo);
 void RestoreSignalHandler(int signo);
 
 // This function is safe to call from asynchronous signals (not re-entrant on a

@@ -7,6 +7,7 @@
 //
 // The test binary links the runtime (its sigaction interposer included), as
 // a program linked with -ldlprof does. Deaths run in gtest's forked children.
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -15,6 +16,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -253,12 +255,14 @@ TEST(FaultHandler, ReplacedBehindOurBackStopsSafeLoads) {
       ::testing::ExitedWithCode(3), "");
 }
 
-// A SIGSEGV or SIGBUS sent during a sample reaches the program's handler
-// after the sample, with its siginfo as sent. A SIGUSR2 handler stands in
-// for the profiling one (the same Begin/End brackets); `defer` false is the
-// control: without them the program's handler runs inside.
-volatile sig_atomic_t g_in_sample = 0, g_inside = 0, g_after = 0, g_defer = 0;
+// A SIGSEGV or SIGBUS sent while dlprof's fault-safe reads are under way
+// reaches the program's handler after them, with its siginfo as sent. A
+// SIGUSR2 handler that blocks them, as the profiling one does, stands in for
+// it; `window` false is the control: opened without the window, the
+// program's handler runs inside.
+volatile sig_atomic_t g_in_sample = 0, g_inside = 0, g_after = 0, g_window = 0;
 volatile int g_segv_code = 0, g_segv_pid = 0, g_segv_value = 0, g_bus_code = 0;
+volatile pid_t g_handled_tid = 0;
 
 void RecordSent(int signo, siginfo_t* info, void*) {
   if (g_in_sample) {
@@ -266,6 +270,7 @@ void RecordSent(int signo, siginfo_t* info, void*) {
   } else {
     ++g_after;
   }
+  g_handled_tid = static_cast<pid_t>(syscall(SYS_gettid));
   if (signo == SIGSEGV) {
     g_segv_code = info->si_code;
     g_segv_pid = info->si_pid;
@@ -275,18 +280,30 @@ void RecordSent(int signo, siginfo_t* info, void*) {
   }
 }
 
-void FakeSample(int) {
-  if (g_defer) BeginDeferringSentFaults();
-  g_in_sample = 1;
+void SendBoth() {
   union sigval v;
   v.sival_int = 77;
   sigqueue(getpid(), SIGSEGV, v);
   syscall(SYS_tgkill, getpid(), syscall(SYS_gettid), SIGBUS);
-  g_in_sample = 0;
-  if (g_defer) EndDeferringSentFaults();
 }
 
-int SendDuringAFakeSample(bool defer) {
+void FakeSample(int) {
+  if (g_window) {
+    OpenFaultsForSafeLoads();
+  } else {
+    sigset_t faults;
+    sigemptyset(&faults);
+    sigaddset(&faults, SIGSEGV);
+    sigaddset(&faults, SIGBUS);
+    pthread_sigmask(SIG_UNBLOCK, &faults, nullptr);
+  }
+  g_in_sample = 1;
+  SendBoth();
+  g_in_sample = 0;
+  if (g_window) CloseFaultsForSafeLoads(FaultsReturnTo::kThisThread);
+}
+
+void InstallRecorders() {
   InstallFaultHandler();
   struct sigaction sa {};
   sa.sa_sigaction = RecordSent;
@@ -294,11 +311,17 @@ int SendDuringAFakeSample(bool defer) {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGSEGV, &sa, nullptr);
   sigaction(SIGBUS, &sa, nullptr);
+}
+
+int SendDuringAFakeSample(bool window) {
+  InstallRecorders();
   struct sigaction fake {};
   fake.sa_handler = FakeSample;
   sigemptyset(&fake.sa_mask);
+  sigaddset(&fake.sa_mask, SIGSEGV);
+  sigaddset(&fake.sa_mask, SIGBUS);
   sigaction(SIGUSR2, &fake, nullptr);
-  g_defer = defer;
+  g_window = window;
   raise(SIGUSR2);
   return 10 * g_inside + g_after;
 }
@@ -313,8 +336,37 @@ TEST(FaultHandlerDeathTest, SentFaultsWaitForTheSamplesEndWithTheirSiginfo) {
                   : 43);
       },
       ::testing::ExitedWithCode(42), "");
-  // The control: unbracketed, both run inside.
+  // The control: opened without the window, both run inside.
   EXPECT_EXIT(_exit(SendDuringAFakeSample(false)), ::testing::ExitedWithCode(20), "");
+}
+
+// On a thread of dlprof's, which blocks every signal (the collector), the
+// copies kept go to the process: a program thread takes them, with their
+// code and value where the kernel allows (sigqueue's), else as kill() from
+// this process (tgkill's code names one thread).
+TEST(FaultHandlerDeathTest, SentFaultsKeptOnADlprofThreadGoToTheProcess) {
+  EXPECT_EXIT(
+      {
+        InstallRecorders();
+        std::thread helper([] {
+          sigset_t all;
+          sigfillset(&all);
+          pthread_sigmask(SIG_BLOCK, &all, nullptr);
+          OpenFaultsForSafeLoads();
+          g_in_sample = 1;
+          SendBoth();  // both to this thread
+          g_in_sample = 0;
+          CloseFaultsForSafeLoads(FaultsReturnTo::kProcess);
+        });
+        helper.join();
+        // Delivered to this (main) thread, which blocks neither.
+        for (int i = 0; i < 100 && g_after < 2; ++i) usleep(1000);
+        _exit(g_inside == 0 && g_after == 2 && g_handled_tid == getpid() &&
+                      g_segv_code == SI_QUEUE && g_segv_value == 77 && g_bus_code == SI_USER
+                  ? 42
+                  : 43);
+      },
+      ::testing::ExitedWithCode(42), "");
 }
 
 }  // namespace
