@@ -17,8 +17,12 @@
 namespace dlprof {
 namespace {
 
-// Process::fields key: the pprof file a process was first read from.
+// Process::fields keys of a process read from pprof: the file it was first
+// read from, the runs that file names (kPprofRunComment, sorted, joined by
+// spaces), and the views read into it ("cpu", "wall", or both).
 constexpr char kFromPprofField[] = "pprof_file";
+constexpr char kPprofRunsField[] = "pprof_runs";
+constexpr char kPprofViewsField[] = "pprof_views";
 
 // A decoding fault at a byte offset of the protobuf stream.
 struct WireError {
@@ -538,25 +542,40 @@ void ReadPprofBuffer(std::string bytes, const std::string& path, Profile* profil
   // The run the profile comes from, when it names exactly one: dlprof
   // writes a run's CPU samples and wall ticks to two profiles, and the
   // processes of the second one read are those of the first.
-  std::string run_id;
-  int runs = 0;
+  // A report of several runs names them all, and its processes carry a host
+  // label per run: the same set of runs, and the same labels, are the same
+  // process. Only the other view joins: a copy of the same view is counted
+  // again, with a warning.
+  std::vector<std::string> runs;
   for (int64_t c : raw.comments) {
     const std::string& text = Str(raw, c);
     if (text.compare(0, std::strlen(kPprofRunComment), kPprofRunComment) != 0) continue;
-    if (runs++ == 0) run_id = text.substr(std::strlen(kPprofRunComment));
+    runs.push_back(text.substr(std::strlen(kPprofRunComment)));
   }
-  if (runs != 1) run_id.clear();
+  std::sort(runs.begin(), runs.end());
+  std::string run_key;
+  for (const std::string& r : runs) run_key += (run_key.empty() ? "" : " ") + r;
+  const std::string view = wall_ticks ? "wall" : "cpu";
+  std::string copy_warning;  // the profile's only: the file itself is whole
   auto same_run = [&](const std::string& host, int64_t pid, const std::string& role,
                       int64_t worker) -> int64_t {
-    if (run_id.empty()) return -1;
+    if (run_key.empty()) return -1;
     for (size_t i = 0; i < profile->processes.size(); ++i) {
       const Process& p = profile->processes[i];
-      auto id = p.fields.find("run_id");
       auto from = p.fields.find(kFromPprofField);
-      if (from != p.fields.end() && from->second != path && id != p.fields.end() &&
-          id->second == run_id && p.host == host && p.pid == pid && p.role == role &&
-          p.worker == worker) {
+      auto key = p.fields.find(kPprofRunsField);
+      if (from == p.fields.end() || from->second == path || key == p.fields.end() ||
+          key->second != run_key || p.host != host || p.pid != pid || p.role != role ||
+          p.worker != worker) {
+        continue;
+      }
+      if (p.fields.at(kPprofViewsField).find(view) == std::string::npos) {
         return static_cast<int64_t>(i);
+      }
+      if (copy_warning.empty()) {
+        copy_warning = path + ": the same run's " +
+                       (wall_ticks ? "wall-clock ticks" : "CPU samples") + " as " + from->second +
+                       "; both are counted";
       }
     }
     return -1;
@@ -592,6 +611,7 @@ void ReadPprofBuffer(std::string bytes, const std::string& path, Profile* profil
     if (const int64_t known = added ? same_run(host, pid, role, worker) : -1; known >= 0) {
       it->second = static_cast<uint32_t>(known);
       Process& proc = profile->processes[it->second];
+      proc.fields[kPprofViewsField] += "," + view;
       proc.complete &= warnings.empty();
       proc.warnings.insert(proc.warnings.end(), warnings.begin(), warnings.end());
       for (const Mapping& m : mappings) {  // each file has the mappings its own samples use
@@ -617,7 +637,9 @@ void ReadPprofBuffer(std::string bytes, const std::string& path, Profile* profil
       proc.complete = warnings.empty();
       proc.warnings = warnings;
       proc.fields[kFromPprofField] = path;
-      if (!run_id.empty()) proc.fields["run_id"] = run_id;
+      proc.fields[kPprofRunsField] = run_key;
+      proc.fields[kPprofViewsField] = view;
+      if (runs.size() == 1) proc.fields["run_id"] = runs[0];
       profile->processes.push_back(std::move(proc));
     }
 
@@ -662,6 +684,7 @@ void ReadPprofBuffer(std::string bytes, const std::string& path, Profile* profil
     profile->samples.push_back(s);
   }
   profile->warnings.insert(profile->warnings.end(), warnings.begin(), warnings.end());
+  if (!copy_warning.empty()) profile->warnings.push_back(copy_warning);
 }
 
 }  // namespace dlprof

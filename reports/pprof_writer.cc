@@ -263,11 +263,14 @@ std::string EncodePprof(const Profile& p, PprofView view, const std::vector<std:
   if (const Mapping* exe = MainExecutable(p, roles)) intern_mapping(exe->path, exe->build_id);
   // Only the locations the view's samples use: the CPU profile lists no
   // function that only blocked, and each file stays as small as its samples.
+  // A tick of no wall time (a thread's record at its very start or end)
+  // would print as a sample of 0 in -traces: it is left out.
+  auto in_view = [&](const Sample& s) { return s.kind == kind && (!wall_view || s.wall_ns > 0); };
   std::vector<bool> used(p.locations.size(), false);
   {
     std::vector<bool> stack_seen(p.stacks.size(), false);
     for (const Sample& s : p.samples) {
-      if (s.kind != kind || s.stack >= p.stacks.size() || stack_seen[s.stack]) continue;
+      if (!in_view(s) || s.stack >= p.stacks.size() || stack_seen[s.stack]) continue;
       stack_seen[s.stack] = true;
       for (uint32_t loc : p.stacks[s.stack]) {
         if (loc < used.size()) used[loc] = true;
@@ -394,7 +397,7 @@ std::string EncodePprof(const Profile& p, PprofView view, const std::vector<std:
   ThreadKey last_key{};
   uint32_t last = UINT32_MAX;
   for (const Sample& s : p.samples) {
-    if (s.kind != kind) continue;
+    if (!in_view(s)) continue;
     const ThreadKey key{s.process, s.tid, s.on_cpu, s.kind};
     if (last == UINT32_MAX || !(key == last_key)) {
       bool added;

@@ -275,6 +275,63 @@ TEST(PprofTest, AWallProfileJoinsOnlyItsOwnRunsProcesses) {
   EXPECT_EQ(wall_ticks, expected);
 }
 
+// A report of two runs (each process with its run's host label) names both
+// runs; its two views still give back one set of processes.
+TEST(PprofTest, TheViewsOfAReportOfTwoRunsJoinIntoItsProcesses) {
+  TempDir dir;
+  Profile two = MakePipelineProfile("node-a");
+  const Profile b = MakePipelineProfile("node-b");
+  const uint32_t first_b = static_cast<uint32_t>(two.processes.size());
+  two.processes.insert(two.processes.end(), b.processes.begin(), b.processes.end());
+  for (Sample s : b.samples) {  // the same stacks: both were interned in the same order
+    s.process += first_b;
+    two.samples.push_back(s);
+  }
+  WritePprof(two, dir.File("p.pb.gz"));
+  WritePprof(two, dir.File("p.wall.pb.gz"), PprofView::kWall);
+  Profile back;
+  ReadPprof(dir.File("p.pb.gz"), &back);
+  ReadPprof(dir.File("p.wall.pb.gz"), &back);
+  EXPECT_EQ(back.processes.size(), 4u);
+  EXPECT_EQ(Summary(back, &Sample::wall_ns), Summary(two, &Sample::wall_ns));
+  EXPECT_TRUE(back.warnings.empty()) << back.warnings.at(0);
+}
+
+// A copy of one view read beside it is not joined (it would double the
+// process's samples unseen): it is counted, and said.
+TEST(PprofTest, ACopyOfTheSameViewIsCountedAndSaid) {
+  TempDir dir;
+  WritePprof(MakePipelineProfile(), dir.File("p.pb.gz"));
+  WritePprof(MakePipelineProfile(), dir.File("copy.pb.gz"));
+  Profile back;
+  ReadPprof(dir.File("p.pb.gz"), &back);
+  ReadPprof(dir.File("copy.pb.gz"), &back);
+  EXPECT_EQ(back.processes.size(), 4u);
+  ASSERT_EQ(back.warnings.size(), 1u);
+  EXPECT_EQ(back.warnings[0], dir.File("copy.pb.gz") + ": the same run's CPU samples as " +
+                                  dir.File("p.pb.gz") + "; both are counted");
+}
+
+// A wall record of no time (a thread's first or last) would be a sample of
+// 0 in pprof's -traces: the wall profile leaves it out.
+TEST(PprofTest, AWallTickOfNoTimeIsLeftOut) {
+  Profile in = MakePipelineProfile();
+  Sample empty = in.samples.back();
+  empty.kind = SampleKind::kWall;
+  empty.on_cpu = true;
+  empty.count = 0;
+  empty.cpu_ns = empty.wall_ns = empty.wait_ns = 0;
+  empty.tid = 999;
+  in.samples.push_back(empty);
+  Profile back;
+  ReadPprofBuffer(EncodePprof(in, PprofView::kWall), "w.pb", &back);
+  ASSERT_FALSE(back.samples.empty());
+  for (const Sample& s : back.samples) {
+    EXPECT_GT(s.wall_ns, 0);
+    EXPECT_NE(s.tid, 999u);
+  }
+}
+
 TEST(PprofTest, TruncatedFileKeepsCompleteSamplesAndNamesTheOffset) {
   TempDir dir;
   std::string data = EncodePprof(MakePipelineProfile());

@@ -328,6 +328,13 @@ int Convert(const std::vector<std::string>& args) {
   }
   const std::string written =
       std::to_string(count) + (view == PprofView::kWall ? " wall-clock ticks" : " samples");
+  if (count == 0) {
+    profile.warnings.push_back(vm["input"].as<std::vector<std::string>>()[0] + " has no " +
+                               (view == PprofView::kWall
+                                    ? "wall-clock ticks (only dlprof runs record them)"
+                                    : "CPU samples") +
+                               "; the profile written is empty");
+  }
   for (const std::string& w : profile.warnings) Say(stderr, "dlprof: warning: " + w);
   if (out == "-") {
     // The profile is the whole of stdout (`dlprof convert IN -o - | pprof`).
