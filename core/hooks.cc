@@ -150,7 +150,7 @@ extern "C" DLPROF_EXPORT __attribute__((no_sanitize_address)) long syscall(long 
   long args[6];
   for (long& a : args) a = va_arg(ap, long);
   va_end(ap);
-  return dlprof::ProgramSyscall(number, args);
+  return dlprof::ProgramSyscall(number, args[0], args[1], args[2], args[3], args[4], args[5]);
 }
 
 // --- credentials: the profile file stays open across a privilege drop, and

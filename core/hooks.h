@@ -59,9 +59,11 @@ int ProgramUnshare(int flags);
 int ProgramSetns(int fd, int nstype);
 int ProgramPrctl(int option, unsigned long a2, unsigned long a3, unsigned long a4,
                  unsigned long a5);
-// args: the six words after the number, as the caller passed them.
+// a0-a5: the six words after the number, as the caller passed them (by
+// value: under ASan the interposer's frame, which is not instrumented, may
+// lie where a stale redzone was, and a read of it there is reported).
 // This function is safe to call from asynchronous signals once resolved.
-long ProgramSyscall(long number, const long* args);
+long ProgramSyscall(long number, long a0, long a1, long a2, long a3, long a4, long a5);
 // Looks up the next unshare, setns, prctl and syscall at start (syscall()
 // is called from signal handlers: no dlsym there). Not signal-safe.
 void ResolveProcessCalls();

@@ -157,14 +157,13 @@ int ProgramPrctl(int option, unsigned long a2, unsigned long a3, unsigned long a
   return rc;
 }
 
-long ProgramSyscall(long number, const long* a) {
+long ProgramSyscall(long number, long a0, long a1, long a2, long a3, long a4, long a5) {
   SyscallFn f = NextDefinition(&g_syscall, "syscall");
   if (f == nullptr) return NoNextDefinition();
-  if (number == SYS_seccomp &&
-      (a[0] == SECCOMP_SET_MODE_FILTER || a[0] == SECCOMP_SET_MODE_STRICT)) {
+  if (number == SYS_seccomp && (a0 == SECCOMP_SET_MODE_FILTER || a0 == SECCOMP_SET_MODE_STRICT)) {
     BeforeSeccompFilter();
   }
-  return f(number, a[0], a[1], a[2], a[3], a[4], a[5]);
+  return f(number, a0, a1, a2, a3, a4, a5);
 }
 
 }  // namespace dlprof
