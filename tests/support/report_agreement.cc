@@ -203,12 +203,26 @@ void ExpectProcessesAgree(const ReportFolder& r) {
     for (const char* key : {"pid", "samples", "dropped", "cpu_s", "wall_s", "role"}) {
       EXPECT_EQ(p[key], q[key]) << key << " of pid " << p["pid"];
     }
-    char line[96];
-    std::snprintf(line, sizeof(line), "samples %-7lld dropped %-5llu cpu %7.3fs wall %7.3fs",
-                  static_cast<long long>(p["samples"].get<int64_t>()),
-                  static_cast<unsigned long long>(p["dropped"].get<uint64_t>()),
-                  p["cpu_s"].get<double>(), p["wall_s"].get<double>());
-    EXPECT_NE(text.find(line), std::string::npos) << line << " in\n" << text;
+    // summary.txt's row for the pid: the same counts, and times to its
+    // 3 places (summary.json keeps 6, so a value on a rounding edge, such
+    // as 1.9315, may print as either neighbour: 1.931 or 1.932).
+    const std::string pid = "pid " + std::to_string(p["pid"].get<int64_t>()) + " ";
+    size_t at = text.find("\n  " + pid, text.find("\nProcesses\n"));
+    ASSERT_NE(at, std::string::npos) << pid << "in\n" << text;
+    const std::string row = text.substr(at + 1, text.find('\n', at + 1) - at - 1);
+    long long samples = -1;
+    unsigned long long dropped = 0;
+    double cpu = -1, wall = -1;
+    const size_t from = row.find("samples ");
+    ASSERT_NE(from, std::string::npos) << row;
+    ASSERT_EQ(std::sscanf(row.c_str() + from, "samples %lld dropped %llu cpu %lfs wall %lfs",
+                          &samples, &dropped, &cpu, &wall),
+              4)
+        << row;
+    EXPECT_EQ(samples, p["samples"].get<int64_t>()) << row;
+    EXPECT_EQ(dropped, p["dropped"].get<uint64_t>()) << row;
+    EXPECT_NEAR(cpu, p["cpu_s"].get<double>(), 0.0005 + 1e-6) << row;
+    EXPECT_NEAR(wall, p["wall_s"].get<double>(), 0.0005 + 1e-6) << row;
     // A sample stands for a period of the thread's CPU time; the clocks
     // also count the kernel time a user-mode timer leaves unsampled, so the
     // samples may fall short of them but never run far past them.
