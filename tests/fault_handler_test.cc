@@ -14,6 +14,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <thread>
@@ -260,9 +261,11 @@ TEST(FaultHandler, ReplacedBehindOurBackStopsSafeLoads) {
 // SIGUSR2 handler that blocks them, as the profiling one does, stands in for
 // it; `window` false is the control: opened without the window, the
 // program's handler runs inside.
-volatile sig_atomic_t g_in_sample = 0, g_inside = 0, g_after = 0, g_window = 0;
-volatile int g_segv_code = 0, g_segv_pid = 0, g_segv_value = 0, g_bus_code = 0;
-volatile pid_t g_handled_tid = 0;
+// Atomics: the helper thread's test writes g_in_sample, and the handler
+// reads it on the main thread (lock-free, so signal-safe).
+std::atomic<int> g_in_sample{0}, g_inside{0}, g_after{0}, g_window{0};
+std::atomic<int> g_segv_code{0}, g_segv_pid{0}, g_segv_value{0}, g_bus_code{0};
+std::atomic<pid_t> g_handled_tid{0};
 
 void RecordSent(int signo, siginfo_t* info, void*) {
   if (g_in_sample) {
