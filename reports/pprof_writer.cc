@@ -189,16 +189,14 @@ std::string ModuleKey(const std::string& path, const std::string& build_id) {
 struct ThreadKey {
   uint32_t process, tid;
   bool on_cpu;
-  SampleKind kind;
   bool operator==(const ThreadKey& o) const {
-    return process == o.process && tid == o.tid && on_cpu == o.on_cpu && kind == o.kind;
+    return process == o.process && tid == o.tid && on_cpu == o.on_cpu;
   }
 };
 
 struct ThreadKeyHash {
   uint64_t operator()(const ThreadKey& k) const {
-    const uint64_t how = uint64_t{k.on_cpu} << 1 | static_cast<uint64_t>(k.kind);
-    return MixBits((uint64_t{k.process} << 32 | k.tid) ^ MixBits(how));
+    return MixBits((uint64_t{k.process} << 32 | k.tid) ^ MixBits(uint64_t{k.on_cpu}));
   }
 };
 
@@ -227,12 +225,24 @@ bool SlashInAName(const Profile& p, const std::vector<uint32_t>& path, std::stri
 
 }  // namespace
 
+bool InPprofView(const Sample& s, PprofView view) {
+  return view == PprofView::kWall ? s.kind == SampleKind::kWall && s.wall_ns > 0
+                                  : s.kind == SampleKind::kCpu;
+}
+
+int64_t PprofSampleCount(const Profile& p, PprofView view) {
+  int64_t n = 0;
+  for (const Sample& s : p.samples) {
+    if (InPprofView(s, view)) n += view == PprofView::kWall ? WallTicks(s) : s.count;
+  }
+  return n;
+}
+
 std::string EncodePprof(const Profile& p, PprofView view, const std::vector<std::string>& roles) {
   StringTable st;
   ProtoEncoder head, functions, mappings, locations, samples, tail;
 
   const bool wall_view = view == PprofView::kWall;
-  const SampleKind kind = wall_view ? SampleKind::kWall : SampleKind::kCpu;
   const char* value_type = wall_view ? "wall" : "cpu";
   ValueType(&head, field::kSampleType, &st, "samples", "count");
   ValueType(&head, field::kSampleType, &st, value_type, "nanoseconds");
@@ -265,7 +275,7 @@ std::string EncodePprof(const Profile& p, PprofView view, const std::vector<std:
   // function that only blocked, and each file stays as small as its samples.
   // A tick of no wall time (a thread's record at its very start or end)
   // would print as a sample of 0 in -traces: it is left out.
-  auto in_view = [&](const Sample& s) { return s.kind == kind && (!wall_view || s.wall_ns > 0); };
+  auto in_view = [&](const Sample& s) { return InPprofView(s, view); };
   std::vector<bool> used(p.locations.size(), false);
   {
     std::vector<bool> stack_seen(p.stacks.size(), false);
@@ -398,7 +408,7 @@ std::string EncodePprof(const Profile& p, PprofView view, const std::vector<std:
   uint32_t last = UINT32_MAX;
   for (const Sample& s : p.samples) {
     if (!in_view(s)) continue;
-    const ThreadKey key{s.process, s.tid, s.on_cpu, s.kind};
+    const ThreadKey key{s.process, s.tid, s.on_cpu};
     if (last == UINT32_MAX || !(key == last_key)) {
       bool added;
       last = thread_index.Intern(key, &added);

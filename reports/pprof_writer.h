@@ -26,6 +26,12 @@ enum class PprofView {
 // (count 0), or its count as read back from a wall profile.
 inline int64_t WallTicks(const Sample& s) { return s.count > 0 ? s.count : 1; }
 
+// Whether `s` goes into `view`: a CPU sample, or a wall tick of some wall
+// time (one of none would print as a sample of 0 in pprof's -traces).
+bool InPprofView(const Sample& s, PprofView view);
+// The samples/count total of `view` (what pprof's -sample_index=samples sums).
+int64_t PprofSampleCount(const Profile& profile, PprofView view);
+
 // The serialized profile.proto of `view`, uncompressed.
 //
 // Samples that share process,

@@ -321,11 +321,7 @@ int Convert(const std::vector<std::string>& args) {
   symbolizer.SymbolizeProfile(&profile);
   const std::string out = vm["output"].as<std::string>();
   const PprofView view = vm.count("wall") ? PprofView::kWall : PprofView::kCpu;
-  int64_t count = 0;
-  for (const Sample& s : profile.samples) {
-    if (s.kind == SampleKind::kWall && view == PprofView::kWall) count += WallTicks(s);
-    if (s.kind == SampleKind::kCpu && view == PprofView::kCpu) count += s.count;
-  }
+  const int64_t count = PprofSampleCount(profile, view);
   const std::string written =
       std::to_string(count) + (view == PprofView::kWall ? " wall-clock ticks" : " samples");
   if (count == 0) {
