@@ -351,18 +351,26 @@ TEST(FaultHandlerDeathTest, SentFaultsKeptOnADlprofThreadGoToTheProcess) {
   EXPECT_EXIT(
       {
         InstallRecorders();
+        // Blocked here while the helper runs: sigqueue(getpid()) goes to
+        // the process, and the kernel may pick any thread that takes it.
+        sigset_t faults;
+        sigemptyset(&faults);
+        sigaddset(&faults, SIGSEGV);
+        sigaddset(&faults, SIGBUS);
+        pthread_sigmask(SIG_BLOCK, &faults, nullptr);
         std::thread helper([] {
           sigset_t all;
           sigfillset(&all);
           pthread_sigmask(SIG_BLOCK, &all, nullptr);
           OpenFaultsForSafeLoads();
           g_in_sample = 1;
-          SendBoth();  // both to this thread
+          SendBoth();  // both to this thread, the only one open to them
           g_in_sample = 0;
           CloseFaultsForSafeLoads(FaultsReturnTo::kProcess);
         });
         helper.join();
-        // Delivered to this (main) thread, which blocks neither.
+        // Delivered to this (main) thread once it blocks neither.
+        pthread_sigmask(SIG_UNBLOCK, &faults, nullptr);
         for (int i = 0; i < 100 && g_after < 2; ++i) usleep(1000);
         _exit(g_inside == 0 && g_after == 2 && g_handled_tid == getpid() &&
                       g_segv_code == SI_QUEUE && g_segv_value == 77 && g_bus_code == SI_USER
