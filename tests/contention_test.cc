@@ -148,5 +148,41 @@ TEST(VerdictContention, OneWorkerOnTwoCoresIsNotSaturated) {
   EXPECT_EQ(run.text.find("CPU saturated: "), std::string::npos) << run.text;
 }
 
+// A thread that wakes briefly and often and then waits for a core most of
+// its time (tests/programs/feeder_wait.cc: nice 19 beside a spinner on one
+// CPU) uses a few percent of each tick: its wait for a core is still
+// counted, tick by tick, as the kernel counted it (its own schedstat), and
+// the rest of its time is off-CPU. (Asking its run delay only every fourth
+// such tick, to save the reads, counted a third of it.)
+TEST(CpuWait, AThreadThatMostlyWaitsForACoreHasItsWaitCounted) {
+  const std::string dir = MakeTempDir("dlprof-feeder-wait");
+  const ProcessResult r = RunProcess({ProgramPath("feeder_wait"), "2"},
+                                     {{"DLPROF_SAMPLE", "1"}, {"DLPROF_OUT", dir + "/out"}}, 60);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  long long wait_ns = -1, wall_ns = 0, spin_ns = 0;
+  ASSERT_EQ(sscanf(r.out.c_str(), "feed_wait_ns=%lld feed_wall_ns=%lld spin_cpu_ns=%lld", &wait_ns,
+                   &wall_ns, &spin_ns),
+            3)
+      << r.out;
+  // The premise: it waited for the core much of its time.
+  ASSERT_GT(wait_ns, wall_ns / 5) << r.out;
+  const ProcessResult rep =
+      RunProcess({kDlprof, "report", dir + "/out/latest", "-o", dir + "/report"}, {}, 60);
+  ASSERT_EQ(rep.exit_code, 0) << rep.err;
+  std::ifstream in(dir + "/report/summary.json");
+  const json summary = json::parse(in);
+  const json* feed = Stage(summary, "feed");
+  ASSERT_NE(feed, nullptr);
+  SCOPED_TRACE(feed->dump());
+  const double stage_wall = (*feed)["self_wall_s"].get<double>();
+  const double wait = (*feed)["cpu_wait_fraction"].get<double>() * stage_wall;
+  const double truth = wait_ns / 1e9, wall = wall_ns / 1e9;
+  EXPECT_NEAR(stage_wall, wall, 0.05);
+  EXPECT_NEAR(wait, truth, std::max(0.05, 0.1 * truth)) << r.out;
+  // What is neither CPU nor waiting is its sleeps.
+  const double cpu = (*feed)["self_cpu_s"].get<double>();
+  EXPECT_NEAR((*feed)["offcpu_fraction"].get<double>(), (wall - cpu - truth) / wall, 0.05) << r.out;
+}
+
 }  // namespace
 }  // namespace dlprof
