@@ -61,18 +61,20 @@ struct WalkStop {
 // frame's %rbp; `interrupted`: r.pc is an interrupted instruction, not a
 // return address. *not_built counts frames whose object or part had no
 // rows yet; with `stop`, the walk ends at the first of them, and *stop says
-// where. This function is safe to call from asynchronous signals when
-// Reader's reads are; it does not allocate or lock.
+// where. *no_object (if given) counts frames in no object the tables know.
+// This function is safe to call from asynchronous signals when Reader's
+// reads are; it does not allocate or lock.
 template <class Reader>
 int Walk(Regs r, bool fp_known, bool interrupted, const Reader& stack,
          const CfiSnapshot* snapshot, uintptr_t* pcs, int n, int max, int* not_built,
-         WalkStop* stop) {
+         WalkStop* stop, int* no_object = nullptr) {
   while (n < max) {
     CfiRow row{};
     // A return address is the instruction after the call: its row is the
     // call's (the call may be the function's last instruction).
     const CfiFound found = CfiLookup(snapshot, interrupted ? r.pc : r.pc - 1, &row);
     if (found == CfiFound::kNotBuilt) ++*not_built;
+    if (found == CfiFound::kNoObject && no_object != nullptr) ++*no_object;
     // No rows yet, or an object the tables do not list yet (loaded since
     // the collector's last scan, or the tables not started): the collector
     // may know more by its next tick.
@@ -137,6 +139,31 @@ class CopyReader {
 
  private:
   const CopiedStack& c_;
+};
+
+// A CopyReader that writes each read into a trace (CfiWalkTrace): a read
+// outside the copy, or past the trace's room, leaves it incomplete.
+class TracingReader {
+ public:
+  TracingReader(const CopiedStack& c, CfiWalkTrace* trace) : copy_(c), trace_(trace) {}
+  bool Read(uintptr_t addr, uintptr_t* out) const {
+    if (!copy_.Read(addr, out)) {
+      trace_->complete = false;
+      return false;
+    }
+    if (trace_->reads == kCfiWalkTraceReads) {
+      trace_->complete = false;
+    } else {
+      trace_->addr[trace_->reads] = addr;
+      trace_->value[trace_->reads] = *out;
+      ++trace_->reads;
+    }
+    return true;
+  }
+
+ private:
+  CopyReader copy_;
+  CfiWalkTrace* trace_;
 };
 
 // The deferred walks' slots (cfi_unwinder.h), mapped when the unwinder is
@@ -293,26 +320,40 @@ std::unique_ptr<Unwinder> NewCfiUnwinder(std::string* error) {
 }
 
 int CfiWalkCopiedStack(uintptr_t pc, uintptr_t sp, const CopiedStack& stack, uintptr_t* pcs,
-                       int max, int* not_built) {
+                       int max, int* not_built, CfiWalkTrace* trace) {
   *not_built = 0;
+  if (trace != nullptr) *trace = CfiWalkTrace{};
   if (pcs == nullptr || max <= 0 || !PlausibleUserPc(pc)) return 0;
   pcs[0] = pc;
 #if defined(__x86_64__)
   // Only pc and sp are known: %rbp is not, so a frame whose CFA is %rbp
   // based ends the walk unless a callee's saved %rbp was restored first.
   Regs r{pc, sp, 0};
-  const CopyReader reader(stack);
   const CfiReadSection section;
   // No tables yet (no sample walked before): the lookup starts them, and
   // the caller walks again once they are there.
   if (section.snapshot() == nullptr) ++*not_built;
-  return Walk(r, /*fp_known=*/false, /*interrupted=*/true, reader, section.snapshot(), pcs, 1, max,
-              not_built, nullptr);
+  if (trace == nullptr) {
+    return Walk(r, /*fp_known=*/false, /*interrupted=*/true, CopyReader(stack), section.snapshot(),
+                pcs, 1, max, not_built, nullptr);
+  }
+  trace->complete = section.snapshot() != nullptr;
+  trace->unloads = section.snapshot() != nullptr ? section.snapshot()->unloads : 0;
+  int no_object = 0;
+  const int n = Walk(r, /*fp_known=*/false, /*interrupted=*/true, TracingReader(stack, trace),
+                     section.snapshot(), pcs, 1, max, not_built, nullptr, &no_object);
+  if (*not_built != 0 || no_object != 0) trace->complete = false;
+  return n;
 #else
   (void)sp;
   (void)stack;
   return 1;
 #endif
+}
+
+uint32_t CfiUnloadCount() {
+  const CfiReadSection section;
+  return section.snapshot() != nullptr ? section.snapshot()->unloads : 0;
 }
 
 }  // namespace dlprof

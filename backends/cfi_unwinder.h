@@ -18,6 +18,26 @@ struct CopiedStack {
   size_t size = 0;
 };
 
+// What a walk of a copied stack read (CfiWalkCopiedStack), in order: the
+// walk is a function of its pc and sp, these words and the rows of the pcs
+// it met. So a later walk from the same pc and sp, while every word still
+// holds its value and no object was unloaded (`unloads`, the tables'
+// count), gives the same frames: the collector then walks a thread blocked
+// again where it was before without copying its stack. `complete` is false
+// when that does not hold: a frame without rows, a read outside the copy,
+// or more than kCfiWalkTraceReads reads.
+constexpr int kCfiWalkTraceReads = 256;
+struct CfiWalkTrace {
+  uint32_t unloads = 0;
+  bool complete = false;
+  int reads = 0;
+  uintptr_t addr[kCfiWalkTraceReads];
+  uintptr_t value[kCfiWalkTraceReads];
+};
+// The count of unloaded objects in the tables' current snapshot. Not for the
+// signal path (collector only), though it neither allocates nor locks.
+uint32_t CfiUnloadCount();
+
 // Writes up to `max` pcs (pcs[0] = pc, the rest return addresses, not
 // adjusted) and returns how many. Reads only the copy; frames whose CFA rule
 // needs a register other than the stack pointer end the walk while %rbp is
@@ -26,8 +46,9 @@ struct CopiedStack {
 // asked for, as by the handler: a walk at a later tick can go further).
 // x86_64 only; elsewhere, pc alone. Not signal-safe in spirit (collector
 // only), though it neither allocates nor locks.
+// *trace (if given): what the walk read.
 int CfiWalkCopiedStack(uintptr_t pc, uintptr_t sp, const CopiedStack& stack, uintptr_t* pcs,
-                       int max, int* not_built);
+                       int max, int* not_built, CfiWalkTrace* trace = nullptr);
 
 // Walks the signal handler left to the collector. When a sampled walk
 // reaches a frame whose object or part has no rows yet, the handler keeps

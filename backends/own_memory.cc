@@ -5,6 +5,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 
 #include "backends/private_fd.h"
@@ -49,6 +50,26 @@ size_t CopyOwnMemory(void* to, uintptr_t from, size_t size) {
     copied += CopyThroughProcSelfMem(static_cast<char*>(to) + copied, from + copied, size - copied);
   }
   return copied;
+}
+
+bool CopyOwnWords(const uintptr_t* addresses, int count, uintptr_t* out) {
+  constexpr int kBatch = 1024;  // IOV_MAX
+  iovec local[kBatch], remote[kBatch];
+  for (int done = 0; done < count;) {
+    if (g_vm_readv_refused.load(std::memory_order_relaxed)) return false;
+    const int n = std::min(count - done, kBatch);
+    for (int i = 0; i < n; ++i) {
+      local[i] = iovec{&out[done + i], sizeof(uintptr_t)};
+      remote[i] = iovec{reinterpret_cast<void*>(addresses[done + i]), sizeof(uintptr_t)};
+    }
+    const ssize_t got = process_vm_readv(getpid(), local, n, remote, n, 0);
+    if (got < 0 && (errno == EPERM || errno == ENOSYS)) {
+      g_vm_readv_refused.store(true, std::memory_order_relaxed);
+    }
+    if (got != static_cast<ssize_t>(n * sizeof(uintptr_t))) return false;
+    done += n;
+  }
+  return true;
 }
 
 }  // namespace dlprof

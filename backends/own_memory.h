@@ -18,6 +18,12 @@ namespace dlprof {
 // file); for the collector's thread.
 size_t CopyOwnMemory(void* to, uintptr_t from, size_t size);
 
+// The words at `count` addresses, in one process_vm_readv per 1024 of them
+// (scattered words cost one call, not one each). False when any could not
+// be read, or the call is refused (no /proc/self/mem fallback here: the
+// caller has another way). Not async-signal-safe; for the collector.
+bool CopyOwnWords(const uintptr_t* addresses, int count, uintptr_t* out);
+
 }  // namespace dlprof
 
 #endif  // DLPROF_BACKENDS_OWN_MEMORY_H_

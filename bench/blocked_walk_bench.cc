@@ -9,11 +9,15 @@
 // without frame pointers: bench/CMakeLists.txt); with CPython embedded, a
 // Python thread blocks in read() under dive() x 20 Python frames. Each
 // iteration is one Collector::SnapshotTick over that one thread, its walk
-// forced (ThreadSlot::blocked_rewalk) or not. The first walk's stack is
+// forced (ThreadSlot::blocked_rewalk) or not, its last walk forgotten or
+// taken again (Collector::NativeWalk). The first walk's stack is
 // checked (native depth, and the exact count of Python frames) and the run fails
 // otherwise, so that a broken walk cannot look fast.
 //
 //   BM_BlockedTick/<native|python>/walk   a tick that walks the stack
+//   BM_BlockedTick/<native|python>/reused a tick of a thread blocked again
+//                                         where it was: the last walk's
+//                                         words checked, its frames taken
 //   BM_BlockedTick/<native|python>/known  a later tick of the same block
 //   BM_ProcReads                          schedstat + syscall read: the
 //                                         tick's reads before this change
@@ -93,7 +97,9 @@ bool WaitBlocked(const std::atomic<pid_t>& tid) {
   return false;
 }
 
-void BM_BlockedTick(benchmark::State& state, Blocked* b, bool walk, int min_native, int py_frames) {
+enum class Tick { kWalk, kReused, kKnown };
+
+void BM_BlockedTick(benchmark::State& state, Blocked* b, Tick tick, int min_native, int py_frames) {
   if (b->slot == nullptr) {
     state.SkipWithError("no blocked thread (Python not embedded?)");
     return;
@@ -118,8 +124,14 @@ void BM_BlockedTick(benchmark::State& state, Blocked* b, bool walk, int min_nati
     return;
   }
   for (auto _ : state) {
-    b->slot->blocked_rewalk = walk;
+    b->slot->blocked_rewalk = tick != Tick::kKnown;
+    if (tick == Tick::kWalk) c.ForgetNativeWalks();
     benchmark::DoNotOptimize(c.SnapshotTick(now += 10000000));
+  }
+  state.counters["walks"] = static_cast<double>(c.blocked_walks());
+  state.counters["reused"] = static_cast<double>(c.blocked_walks_reused());
+  if (tick == Tick::kReused && c.blocked_walks_reused() * 2 < c.blocked_walks()) {
+    state.SkipWithError("walks were not taken again");
   }
   state.counters["native_frames"] = native;
   state.counters["python_frames"] = python;
@@ -221,16 +233,18 @@ int main(int argc, char** argv) {
   const bool python = false;
 #endif
   CfiMaintain();  // every loaded object's rows, before the first walk
-  benchmark::RegisterBenchmark("BM_BlockedTick/native/walk", BM_BlockedTick, &g_native, true,
-                               kDepth + 2, 0);
-  benchmark::RegisterBenchmark("BM_BlockedTick/native/known", BM_BlockedTick, &g_native, false,
-                               kDepth + 2, 0);
+  const std::pair<const char*, Tick> ticks[] = {
+      {"walk", Tick::kWalk}, {"reused", Tick::kReused}, {"known", Tick::kKnown}};
+  for (const auto& [name, tick] : ticks) {
+    benchmark::RegisterBenchmark(("BM_BlockedTick/native/" + std::string(name)).c_str(),
+                                 BM_BlockedTick, &g_native, tick, kDepth + 2, 0);
+  }
   if (python) {
     // dive() x 20 under threading's run, _bootstrap_inner and _bootstrap.
-    benchmark::RegisterBenchmark("BM_BlockedTick/python/walk", BM_BlockedTick, &g_python, true, 5,
-                                 kDepth + 3);
-    benchmark::RegisterBenchmark("BM_BlockedTick/python/known", BM_BlockedTick, &g_python, false, 5,
-                                 kDepth + 3);
+    for (const auto& [name, tick] : ticks) {
+      benchmark::RegisterBenchmark(("BM_BlockedTick/python/" + std::string(name)).c_str(),
+                                   BM_BlockedTick, &g_python, tick, 5, kDepth + 3);
+    }
   }
   benchmark::RegisterBenchmark("BM_ProcReads", BM_ProcReads);
   benchmark::Initialize(&argc, argv);

@@ -21,8 +21,10 @@
 #include "backends/own_memory.h"
 #include "backends/private_fd.h"
 #include "core/annotations.h"
+#include "core/fault_handler.h"
 #include "core/proc_maps.h"
 #include "core/python_frames.h"
+#include "core/safe_load.h"
 #include "core/signal_handler.h"
 #include "core/stderr_lines.h"
 #include "core/varint.h"
@@ -169,32 +171,44 @@ uint32_t Collector::WalkBlocked(ThreadSlot* s, pid_t tid, uintptr_t sp, uintptr_
   *rewalk = false;
   const int64_t start = MonotonicNs();
   ++blocked_walks_;
-  // The native stack, over a copy of [sp, top) of the thread's own stack
-  // (or the signal stack it runs on): CopyOwnMemory fails or stops short
-  // where memory is gone (the thread exited meanwhile) instead of faulting.
-  uintptr_t pcs[kMaxFrames];
-  int not_built = 0;
-  const StackBounds b = s->bounds;
-  uintptr_t lo = 0, hi = 0;
-  if (sp >= b.lo && sp < b.hi) {
-    lo = sp, hi = b.hi;
-  } else if (sp >= b.alt_lo && sp < b.alt_hi) {
-    lo = sp, hi = b.alt_hi;
-  }
-  size_t copied = 0;
-  if (hi > lo) {
-    if (stack_copy_.data == nullptr) {
-      void* p = mmap(nullptr, kBlockedStackCopyBytes, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-      if (p != MAP_FAILED) stack_copy_.data = static_cast<uint8_t*>(p);
+  // The native stack: the last walk's (NativeWalk), or walked over a copy
+  // of [sp, top) of the thread's own stack (or the signal stack it runs
+  // on): CopyOwnMemory fails or stops short where memory is gone (the
+  // thread exited meanwhile) instead of faulting.
+  std::unique_ptr<NativeWalk>& last = native_walks_[s];
+  if (last == nullptr) last = std::make_unique<NativeWalk>();
+  NativeWalk* w = last.get();
+  const uintptr_t* pcs = w->pcs;
+  int n = 0, not_built = 0;
+  if (SameNativeWalk(*w, sp, pc)) {
+    n = w->frames;
+    ++blocked_walks_reused_;
+  } else {
+    const StackBounds b = s->bounds;
+    uintptr_t lo = 0, hi = 0;
+    if (sp >= b.lo && sp < b.hi) {
+      lo = sp, hi = b.hi;
+    } else if (sp >= b.alt_lo && sp < b.alt_hi) {
+      lo = sp, hi = b.alt_hi;
     }
-    if (stack_copy_.data != nullptr) {
-      const size_t want = std::min<uintptr_t>(hi - lo, kBlockedStackCopyBytes);
-      copied = CopyOwnMemory(stack_copy_.data, lo, want);
+    size_t copied = 0;
+    if (hi > lo) {
+      if (stack_copy_.data == nullptr) {
+        void* p = mmap(nullptr, kBlockedStackCopyBytes, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p != MAP_FAILED) stack_copy_.data = static_cast<uint8_t*>(p);
+      }
+      if (stack_copy_.data != nullptr) {
+        const size_t want = std::min<uintptr_t>(hi - lo, kBlockedStackCopyBytes);
+        copied = CopyOwnMemory(stack_copy_.data, lo, want);
+      }
     }
+    const CopiedStack copy{lo, stack_copy_.data, copied};
+    n = CfiWalkCopiedStack(pc, sp, copy, w->pcs, kMaxFrames, &not_built, &w->trace);
+    w->sp = sp;
+    w->pc = pc;
+    w->frames = n;
   }
-  const CopiedStack copy{lo, stack_copy_.data, copied};
-  const int n = CfiWalkCopiedStack(pc, sp, copy, pcs, kMaxFrames, &not_built);
   // The Python frames, read in place (SafeLoads).
   uint64_t py[kPyFrameWords * kMaxPythonFrames];
   const PythonRuntime* python = ActivePython();
@@ -212,6 +226,7 @@ uint32_t Collector::WalkBlocked(ThreadSlot* s, pid_t tid, uintptr_t sp, uintptr_
   if (!same || n <= 0) {
     ++blocked_walks_dropped_;
     *rewalk = true;
+    w->trace.complete = false;  // read while the thread ran: not to be trusted again
   } else {
     uint64_t words[kMaxFrames + kMaxPythonFrames];
     for (int i = 0; i < n; ++i) words[i] = pcs[i];
@@ -224,6 +239,27 @@ uint32_t Collector::WalkBlocked(ThreadSlot* s, pid_t tid, uintptr_t sp, uintptr_
   }
   blocked_walk_ns_ += static_cast<uint64_t>(MonotonicNs() - start);
   return id;
+}
+
+bool Collector::SameNativeWalk(const NativeWalk& w, uintptr_t sp, uintptr_t pc) const {
+  if (!w.trace.complete || w.sp != sp || w.pc != pc || w.frames <= 0 ||
+      w.trace.unloads != CfiUnloadCount()) {
+    return false;
+  }
+  const int n = w.trace.reads;
+  if (SafeLoadsAllowed()) {  // a Python process: in place, no system call
+    bool same = true;
+    OpenFaultsForSafeLoads();  // on the collector, which blocks every signal
+    for (int i = 0; i < n && same; ++i) {
+      uintptr_t value = 0;
+      same = SafeLoadPtr(w.trace.addr[i], &value) && value == w.trace.value[i];
+    }
+    CloseFaultsForSafeLoads(FaultsReturnTo::kProcess);
+    return same;
+  }
+  uintptr_t now[kCfiWalkTraceReads];
+  return CopyOwnWords(w.trace.addr, n, now) &&
+         std::equal(now, now + n, w.trace.value);
 }
 
 void Collector::SayRunDelay() {
@@ -475,6 +511,7 @@ void Collector::Drain() {
     DrainSamples(s, finishing_ || state == kSlotExited);
     DrainEvents(s);
     if (state == kSlotExited) {
+      native_walks_.erase(s);
       EndWallRun(s);
       AddRetiredCounters(s);
 
@@ -839,6 +876,7 @@ bool Collector::Flush() {
       // collector time they took.
       {"blocked_walks", blocked_walks_},
       {"blocked_walks_dropped", blocked_walks_dropped_},
+      {"blocked_walks_reused", blocked_walks_reused_},
       {"blocked_walk_ns", blocked_walk_ns_},
       // What the bounded tables refused or cut: the report notes it.
       {"stage_names_refused", StageNamesRefused()},
