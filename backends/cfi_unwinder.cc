@@ -84,12 +84,14 @@ int Walk(Regs r, bool fp_known, bool interrupted, const Reader& stack,
     }
     Regs next = r;
     if (found == CfiFound::kRow && (row.kind == kCfiSp || (row.kind == kCfiFp && fp_known))) {
+      if (row.kind == kCfiFp) stack.FpUsed();
       const uintptr_t cfa = (row.kind == kCfiSp ? r.sp : r.fp) + row.cfa_offset;
       if (!stack.Read(cfa - sizeof(uintptr_t), &next.pc)) break;
       if (row.fp_offset == std::numeric_limits<int16_t>::min()) {
         fp_known = false;
       } else if (row.fp_offset != 0) {
         if (!stack.Read(cfa + row.fp_offset, &next.fp)) break;
+        stack.FpRead();
         fp_known = true;
       }
       next.sp = cfa;
@@ -106,6 +108,7 @@ int Walk(Regs r, bool fp_known, bool interrupted, const Reader& stack,
       continue;
     } else {
       // No rows here: the frame-pointer record, if %rbp still holds one.
+      if (fp_known) stack.FpUsed();
       if (!fp_known || r.fp < r.sp || !stack.Read(r.fp, &next.fp) ||
           !stack.Read(r.fp + sizeof(uintptr_t), &next.pc)) {
         break;
@@ -136,6 +139,8 @@ class CopyReader {
     std::memcpy(out, c_.bytes + (addr - c_.lo), sizeof(uintptr_t));
     return true;
   }
+  void FpRead() const {}
+  void FpUsed() const {}
 
  private:
   const CopiedStack& c_;
@@ -156,14 +161,25 @@ class TracingReader {
     } else {
       trace_->addr[trace_->reads] = addr;
       trace_->value[trace_->reads] = *out;
+      trace_->needed[trace_->reads] = true;
       ++trace_->reads;
     }
     return true;
+  }
+  // A saved %rbp (the last read) decides the walk only if a frame uses it:
+  // until then it is not needed, and the %rbp frames hold is that one.
+  void FpRead() const {
+    fp_source_ = trace_->reads - 1;
+    if (fp_source_ >= 0) trace_->needed[fp_source_] = false;
+  }
+  void FpUsed() const {
+    if (fp_source_ >= 0) trace_->needed[fp_source_] = true;
   }
 
  private:
   CopyReader copy_;
   CfiWalkTrace* trace_;
+  mutable int fp_source_ = -1;
 };
 
 // The deferred walks' slots (cfi_unwinder.h), mapped when the unwinder is
@@ -343,6 +359,18 @@ int CfiWalkCopiedStack(uintptr_t pc, uintptr_t sp, const CopiedStack& stack, uin
   const int n = Walk(r, /*fp_known=*/false, /*interrupted=*/true, TracingReader(stack, trace),
                      section.snapshot(), pcs, 1, max, not_built, nullptr, &no_object);
   if (*not_built != 0 || no_object != 0) trace->complete = false;
+  // Only the words that decided the walk: a saved %rbp no frame used (code
+  // built without frame pointers keeps data there, new at each call) would
+  // make every later check fail (in a DataLoader worker, 4 of 5).
+  int kept = 0;
+  for (int i = 0; i < trace->reads; ++i) {
+    if (!trace->needed[i]) continue;
+    trace->addr[kept] = trace->addr[i];
+    trace->value[kept] = trace->value[i];
+    trace->needed[kept] = true;
+    ++kept;
+  }
+  trace->reads = kept;
   return n;
 #else
   (void)sp;

@@ -23,9 +23,11 @@ struct CopiedStack {
 // it met. So a later walk from the same pc and sp, while every word still
 // holds its value and no object was unloaded (`unloads`, the tables'
 // count), gives the same frames: the collector then walks a thread blocked
-// again where it was before without copying its stack. `complete` is false
-// when that does not hold: a frame without rows, a read outside the copy,
-// or more than kCfiWalkTraceReads reads.
+// again where it was before without copying its stack. Only the words that
+// decide the walk are kept: return addresses, and a saved %rbp only where a
+// later frame uses it (whether one does follows from the rows alone).
+// `complete` is false when that does not hold: a frame without rows, a read
+// outside the copy, or more than kCfiWalkTraceReads reads.
 constexpr int kCfiWalkTraceReads = 256;
 struct CfiWalkTrace {
   uint32_t unloads = 0;
@@ -33,6 +35,7 @@ struct CfiWalkTrace {
   int reads = 0;
   uintptr_t addr[kCfiWalkTraceReads];
   uintptr_t value[kCfiWalkTraceReads];
+  bool needed[kCfiWalkTraceReads];  // while walking: a saved %rbp not used yet is not
 };
 // The count of unloaded objects in the tables' current snapshot. Not for the
 // signal path (collector only), though it neither allocates nor locks.

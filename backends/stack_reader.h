@@ -43,6 +43,12 @@ class StackReader {
     *out = *reinterpret_cast<const uintptr_t*>(addr);
     return true;
   }
+  // What a walk tells its reader (a tracing one keeps only the words that
+  // decided the walk: backends/cfi_unwinder.cc): the last read was of a
+  // saved %rbp; the %rbp a frame holds was used (as a CFA base or a frame
+  // pointer). Nothing here. Async-signal-safe.
+  void FpRead() const {}
+  void FpUsed() const {}
   // Copies the stack from `from` (aligned down to a word) up to the end of
   // the range holding it, at most `max_bytes`, into `out`; returns the bytes
   // copied (0 if `from` is in neither range) and sets *copied_from. Word by

@@ -30,7 +30,7 @@ SEED = 12
 IMAGES = 64  # distinct JPEGs; items cycle over them
 # Per epoch; BENCH_TRAIN_ITEMS sets another (longer epochs: fewer worker
 # processes for the same work, as a real run's epochs are).
-ITEMS = int(os.environ.get("BENCH_TRAIN_ITEMS", "640"))
+ITEMS = int(os.environ.get("BENCH_TRAIN_ITEMS") or "640")
 BATCH = 32
 SIZE = 48  # input side after augmentation
 

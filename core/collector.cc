@@ -180,10 +180,20 @@ uint32_t Collector::WalkBlocked(ThreadSlot* s, pid_t tid, uintptr_t sp, uintptr_
   NativeWalk* w = last.get();
   const uintptr_t* pcs = w->pcs;
   int n = 0, not_built = 0;
-  if (SameNativeWalk(*w, sp, pc)) {
+  bool differs = false;  // from the walk anew, when checked
+  const bool reused = SameNativeWalk(*w, sp, pc);
+  if (reused) {
     n = w->frames;
     ++blocked_walks_reused_;
-  } else {
+  }
+  if (!reused || check_reused_walks_) {
+    // Checked (DLPROF_CHECK_REUSED_WALKS): the walk anew goes to a side copy.
+    NativeWalk* into = w;
+    std::unique_ptr<NativeWalk> fresh;
+    if (reused) {
+      fresh = std::make_unique<NativeWalk>();
+      into = fresh.get();
+    }
     const StackBounds b = s->bounds;
     uintptr_t lo = 0, hi = 0;
     if (sp >= b.lo && sp < b.hi) {
@@ -204,10 +214,16 @@ uint32_t Collector::WalkBlocked(ThreadSlot* s, pid_t tid, uintptr_t sp, uintptr_
       }
     }
     const CopiedStack copy{lo, stack_copy_.data, copied};
-    n = CfiWalkCopiedStack(pc, sp, copy, w->pcs, kMaxFrames, &not_built, &w->trace);
-    w->sp = sp;
-    w->pc = pc;
-    w->frames = n;
+    const int walked = CfiWalkCopiedStack(pc, sp, copy, into->pcs, kMaxFrames, &not_built,
+                                          &into->trace);
+    into->sp = sp;
+    into->pc = pc;
+    into->frames = walked;
+    if (!reused) {
+      n = walked;
+    } else {
+      differs = walked != n || !std::equal(w->pcs, w->pcs + n, into->pcs);
+    }
   }
   // The Python frames, read in place (SafeLoads).
   uint64_t py[kPyFrameWords * kMaxPythonFrames];
@@ -222,6 +238,7 @@ uint32_t Collector::WalkBlocked(ThreadSlot* s, pid_t tid, uintptr_t sp, uintptr_
   // wrong one. (The call, sp and pc read again after the walk added nothing
   // to this, for a second /proc read per walk.)
   const bool same = ThreadCpuNs(tid) == cpu_ns;
+  if (same && differs) ++blocked_walks_reuse_mismatched_;
   uint32_t id = 0;
   if (!same || n <= 0) {
     ++blocked_walks_dropped_;
@@ -877,6 +894,7 @@ bool Collector::Flush() {
       {"blocked_walks", blocked_walks_},
       {"blocked_walks_dropped", blocked_walks_dropped_},
       {"blocked_walks_reused", blocked_walks_reused_},
+      {"blocked_walks_reuse_mismatched", blocked_walks_reuse_mismatched_},
       {"blocked_walk_ns", blocked_walk_ns_},
       // What the bounded tables refused or cut: the report notes it.
       {"stage_names_refused", StageNamesRefused()},

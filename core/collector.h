@@ -96,6 +96,10 @@ class Collector {
   // Forgets the threads' last walks: their next walks copy and walk their
   // stacks. For tests and benchmarks.
   void ForgetNativeWalks() { native_walks_.clear(); }
+  // Each walk taken again is walked anew too, and a difference counted
+  // (DLPROF_CHECK_REUSED_WALKS, core/config.h).
+  void set_check_reused_walks(bool check) { check_reused_walks_ = check; }
+  uint64_t blocked_walks_reuse_mismatched() const { return blocked_walks_reuse_mismatched_; }
   // The words of stack `id` (as InternStack got them), false if unknown.
   // A scan of the table: for tests and benchmarks.
   bool StackWords(uint32_t id, std::vector<uint64_t>* words) const;
@@ -180,7 +184,8 @@ class Collector {
            retired_handler_ns_ = 0, retired_events_dropped_ = 0;
   uint64_t wall_ticks_ = 0;
   uint64_t blocked_walks_ = 0, blocked_walks_dropped_ = 0, blocked_walk_ns_ = 0,
-           blocked_walks_reused_ = 0;
+           blocked_walks_reused_ = 0, blocked_walks_reuse_mismatched_ = 0;
+  bool check_reused_walks_ = false;
   // A thread's last blocked walk, native frames only, with what it read
   // (CfiWalkTrace). A thread blocked again at the same pc and sp, whose
   // stack still holds every word that walk read (SafeLoads, in place), and

@@ -105,6 +105,14 @@ Config ParseConfig(const std::function<const char*(const char*)>& getenv_fn,
       bad("DLPROF_AUTO_ANNOTATE", v, "1 or 0", "1");
     }
   }
+  if (const char* v = getenv_fn("DLPROF_CHECK_REUSED_WALKS")) {
+    std::string s = v;
+    if (s == "1") {
+      c.check_reused_walks = true;
+    } else if (s != "0") {
+      bad("DLPROF_CHECK_REUSED_WALKS", v, "1 or 0", "0");
+    }
+  }
   return c;
 }
 

@@ -21,6 +21,11 @@ struct Config {
   int snapshot_ms = 10;                 // DLPROF_SNAPSHOT_MS: buffer snapshots and wall ticks
   int max_frames = 128;                 // DLPROF_MAX_FRAMES
   bool auto_annotate = true;            // DLPROF_AUTO_ANNOTATE: torch.utils.data in Python
+  // DLPROF_CHECK_REUSED_WALKS=1, a diagnostic: a blocked thread's walk taken
+  // again (core/collector.h, NativeWalk) is walked anew too, and a
+  // difference counted (blocked_walks_reuse_mismatched). Costs what the
+  // reuse saves; for tests.
+  bool check_reused_walks = false;
 };
 
 // Reads the configuration through `getenv_fn` (getenv in production). Every

@@ -89,6 +89,7 @@ bool ValidRunId(const char* id) {
 // (An exec'd image with the same pid gets a numbered name.)
 Collector* NewCollector() {
   auto* c = new Collector();
+  c->set_check_reused_walks(G->config.check_reused_walks);
   SetProcessFields(c);
   c->set_file_pending(true);
   return c;

@@ -43,17 +43,20 @@ struct ProfiledRun {
 // python_frames_test does (with the sanitizer's runtime before it in an
 // ASan build), then `dlprof report`.
 // `wrapper`, if any, runs `dlprof run` itself (a seccomp profile both inherit).
+// `env`: more variables for the run.
 ProfiledRun ProfileCommand(const std::vector<std::string>& command, int timeout_s = 120,
-                           const std::string& wrapper = "") {
+                           const std::string& wrapper = "",
+                           const std::map<std::string, std::string>& env = {}) {
   ProfiledRun run;
   run.dir = MakeTempDir("dlprof-blocked");
   if (command[0] == testing::kDebianPython) {
-    run.result = RunProcess(command,
-                            {{"PYTHONPATH", testing::kUnset},
-                             {"DLPROF_SAMPLE", "1"},
-                             {"DLPROF_OUT", run.dir + "/out"},
-                             {"LD_PRELOAD", testing::PreloadIntoUninstrumented(DLPROF_LIB_PATH)}},
-                            timeout_s);
+    std::map<std::string, std::string> all = {
+        {"PYTHONPATH", testing::kUnset},
+        {"DLPROF_SAMPLE", "1"},
+        {"DLPROF_OUT", run.dir + "/out"},
+        {"LD_PRELOAD", testing::PreloadIntoUninstrumented(DLPROF_LIB_PATH)}};
+    all.insert(env.begin(), env.end());
+    run.result = RunProcess(command, all, timeout_s);
     run.report = RunProcess({kDlprof, "report", run.dir + "/out", "-o", run.dir + "/report"}, {},
                             timeout_s);
   } else {
@@ -61,7 +64,7 @@ ProfiledRun ProfileCommand(const std::vector<std::string>& command, int timeout_
                                      run.dir + "/report", "--"};
     if (!wrapper.empty()) argv.insert(argv.begin(), wrapper);
     argv.insert(argv.end(), command.begin(), command.end());
-    run.result = RunProcess(argv, {}, timeout_s);
+    run.result = RunProcess(argv, env, timeout_s);
   }
   std::string error;
   const std::vector<std::string> files = ListRunFiles(run.dir + "/out", &error);
@@ -223,7 +226,8 @@ TEST(BlockedStacks, ReadInAKnownChainWhereProcessVmReadvIsRefused) {
 // same sp and pc in read(): a walk the thread woke during must be dropped,
 // so every stack is one of the two real chains, never a mix.
 TEST(BlockedStacks, AThreadThatWakesMidWalkNeverGetsAWrongStack) {
-  ProfiledRun run = ProfileCommand({ProgramPath("blocked_read"), "race", "6000", "300"});
+  ProfiledRun run = ProfileCommand({ProgramPath("blocked_read"), "race", "6000", "300"}, 120, "",
+                                   {{"DLPROF_CHECK_REUSED_WALKS", "1"}});
   ASSERT_EQ(run.result.exit_code, 0) << run.result.out << run.result.err;
   ASSERT_TRUE(run.errors.empty()) << run.errors[0];
   int with_chain = 0, a = 0, b = 0;
@@ -253,9 +257,14 @@ TEST(BlockedStacks, AThreadThatWakesMidWalkNeverGetsAWrongStack) {
     b += chain_b;
     (chain_a ? a_ns : b_ns) += chain_a || chain_b ? BlockedNs(s) : 0;
   }
-  uint64_t walks = 0, dropped = 0;
+  uint64_t walks = 0, dropped = 0, mismatched = 0;
   for (const Process& p : run.profile.processes) {
     if (auto it = p.counters.find("blocked_walks"); it != p.counters.end()) walks += it->second;
+    // A walk taken again (Collector::NativeWalk) is walked anew too here:
+    // none differs. (Taken on its pc and sp alone, dozens did.)
+    if (auto it = p.counters.find("blocked_walks_reuse_mismatched"); it != p.counters.end()) {
+      mismatched += it->second;
+    }
     if (auto it = p.counters.find("blocked_walks_dropped"); it != p.counters.end()) {
       dropped += it->second;
     }
@@ -271,6 +280,7 @@ TEST(BlockedStacks, AThreadThatWakesMidWalkNeverGetsAWrongStack) {
               static_cast<unsigned long long>(walks), static_cast<unsigned long long>(dropped));
   EXPECT_GT(a, 0) << run.Where();
   EXPECT_GT(b, 0) << run.Where();
+  EXPECT_EQ(mismatched, 0u) << run.Where();
   // Each chain's share of the blocked time is the program's own: a walk
   // taken again where the thread blocked before (Collector::NativeWalk) is
   // the same chain. (Taking it on the pc and sp alone gave A 0.93.)
@@ -355,6 +365,41 @@ TEST(BlockedStacks, AnIoBoundDataLoadersCulpritIsTheFunctionItBlocksIn) {
   EXPECT_EQ(fs[0]["name"], "slow_io");
   EXPECT_EQ(fs[0]["file"], script);
   EXPECT_GE(fs[0]["share"].get<double>(), 0.8);
+}
+
+// A PyTorch training run (bench/python_train.py: DataLoader, two forked
+// workers, PIL): the walks of its blocked threads taken again
+// (Collector::NativeWalk) are each walked anew too
+// (DLPROF_CHECK_REUSED_WALKS) and none differs, in every process, through
+// libtorch, CPython and libc frames.
+TEST(BlockedStacks, WalksTakenAgainInATorchRunAreTheWalksAnew) {
+#ifdef DLPROF_UNDER_TSAN
+  GTEST_SKIP() << "TSan's runtime cannot be preloaded into an uninstrumented python3";
+#endif
+  const std::string script = std::string(DLPROF_SOURCE_DIR) + "/bench/python_train.py";
+  const ProfiledRun run = ProfileCommand({testing::kDebianPython, script, "1"}, 240, "",
+                                         {{"DLPROF_CHECK_REUSED_WALKS", "1"}});
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.out << run.result.err;
+  ASSERT_TRUE(run.errors.empty()) << run.errors[0];
+  uint64_t walks = 0, reused = 0, mismatched = 0;
+  int workers = 0;
+  for (const Process& p : run.profile.processes) {
+    auto count = [&](const char* key) {
+      auto it = p.counters.find(key);
+      return it == p.counters.end() ? uint64_t{0} : it->second;
+    };
+    EXPECT_NE(p.counters.find("blocked_walks_reuse_mismatched"), p.counters.end());
+    walks += count("blocked_walks");
+    reused += count("blocked_walks_reused");
+    mismatched += count("blocked_walks_reuse_mismatched");
+    workers += p.role == "worker";
+  }
+  std::printf("%d workers; %llu walks, %llu taken again, %llu differed\n", workers,
+              static_cast<unsigned long long>(walks), static_cast<unsigned long long>(reused),
+              static_cast<unsigned long long>(mismatched));
+  EXPECT_EQ(workers, 2) << run.Where();
+  EXPECT_GT(reused, walks / 4) << walks << " walks" << run.Where();
+  EXPECT_EQ(mismatched, 0u) << run.Where();
 }
 
 }  // namespace
