@@ -18,6 +18,8 @@ namespace {
 constexpr uint64_t kRegFp = 6;   // %rbp
 constexpr uint64_t kRegSp = 7;   // %rsp
 constexpr uint64_t kRegRa = 16;  // the return address column
+// The most of a .plt expression's range made into rows (two per entry).
+constexpr uint64_t kMaxPltBytes = uint64_t{1} << 16;
 
 // Pointer encodings (DW_EH_PE_*).
 constexpr uint8_t kPeOmit = 0xff;
@@ -151,10 +153,24 @@ struct Rule {
   int64_t offset = 0;
 };
 
+// The one CFA expression followed: the GNU linkers' for a .plt, whose
+// 16-byte entries push once at instruction `threshold` (11 for the lazy
+// `jmp *GOT; push $n; jmp .plt0`):
+//   CFA = %rsp + base + (((%rip & 15) >= threshold) << shift)
+// (DW_OP_breg7 base; DW_OP_breg16 0; lit15; and; lit<threshold>; ge;
+// lit<shift>; shl; plus). A thread sampled in a PLT stub, as glibc's own
+// calls of memcpy through its IFUNC slots are, stopped the walk there.
+struct PltCfa {
+  bool on = false;
+  int64_t base = 0;
+  uint8_t threshold = 0, shift = 0;
+};
+
 struct State {
   uint64_t cfa_reg = kRegSp;
   int64_t cfa_offset = 8;
   bool cfa_expression = false;
+  PltCfa plt;  // when cfa_expression is the .plt one
   Rule fp, ra;
 };
 
@@ -192,8 +208,37 @@ Rule InitialRule(const Cie& cie, uint64_t reg) {
   return Rule{};
 }
 
-// Runs a CFA program. `emit(loc, state)` is called before each advance and
-// at the end; the CIE's initial program passes nullptr (it has no rows).
+// Reads a DW_CFA_def_cfa_expression of `length` bytes: the .plt one
+// (PltCfa) or any other, which is skipped.
+PltCfa ReadCfaExpression(Reader* r, uint64_t length) {
+  const uintptr_t start = r->pos();
+  PltCfa plt;
+  if (length >= 11 && length <= 32) {
+    Reader e = *r;  // reads nothing past the expression
+    e.Limit(start + length);
+    auto op = [&] { return e.Fixed<uint8_t>(); };
+    if (op() == 0x77) {  // DW_OP_breg7 (%rsp)
+      plt.base = e.Sleb();
+      if (op() == 0x80 && e.Sleb() == 0 && op() == 0x3f && op() == 0x1a) {  // breg16 0; lit15; and
+        const uint8_t lit = op();
+        if (lit >= 0x30 && lit <= 0x3f && op() == 0x2a) {  // lit<threshold>; ge
+          plt.threshold = static_cast<uint8_t>(lit - 0x30);
+          const uint8_t shift = op();
+          plt.shift = static_cast<uint8_t>(shift - 0x30);
+          plt.on = shift >= 0x30 && shift <= 0x35 && op() == 0x24 && op() == 0x22 &&  // shl; plus
+                   e.ok() && e.pos() - start == length && plt.base >= 0 && plt.base <= 4096;
+        }
+      }
+    }
+  }
+  if (!plt.on) plt = PltCfa{};
+  r->Skip(length);
+  return plt;
+}
+
+// Runs a CFA program. `emit(loc, end, state)` is called before each advance
+// (the state holds for [loc, end)) and at the end (end 0: up to the FDE's
+// end); the CIE's initial program passes nullptr (it has no rows).
 // Bounded by the program's length: every instruction consumes a byte.
 template <typename Emit>
 bool RunProgram(Reader* r, uintptr_t end, const Cie& cie, State* s, uint64_t loc, Emit* emit,
@@ -256,7 +301,10 @@ bool RunProgram(Reader* r, uintptr_t end, const Cie& cie, State* s, uint64_t loc
           break;
         case 0x0d: s->cfa_reg = r->Uleb(); s->cfa_expression = false; break;
         case 0x0e: s->cfa_offset = static_cast<int64_t>(r->Uleb()); break;
-        case 0x0f: s->cfa_expression = true; r->Skip(r->Uleb()); break;  // def_cfa_expression
+        case 0x0f:  // def_cfa_expression
+          s->cfa_expression = true;
+          s->plt = ReadCfaExpression(r, r->Uleb());
+          break;
         case 0x10:  // expression
         case 0x16: {  // val_expression
           const uint64_t reg = r->Uleb();
@@ -295,12 +343,12 @@ bool RunProgram(Reader* r, uintptr_t end, const Cie& cie, State* s, uint64_t loc
     }
     if (advance != 0) {
       if (emit == nullptr) return false;  // a CIE does not advance
-      (*emit)(loc, *s);
+      (*emit)(loc, loc + advance, *s);
       loc += advance;
     }
   }
   if (!r->ok()) return false;
-  if (emit != nullptr) (*emit)(loc, *s);
+  if (emit != nullptr) (*emit)(loc, 0, *s);
   return true;
 }
 
@@ -349,7 +397,7 @@ bool ParseCie(uintptr_t at, const EhFrameSource& src, uintptr_t data_base, Cie* 
   }
   if (!r.ok() || cie->code_align == 0) return false;
   cie->initial = State{};
-  using NoRows = void(uint64_t, const State&);
+  using NoRows = void(uint64_t, uint64_t, const State&);
   if (!RunProgram<NoRows>(&r, e.end, *cie, &cie->initial, 0, nullptr, data_base)) {
     return false;
   }
@@ -504,8 +552,25 @@ bool DecodeFde(const EhFrameSource& src, uintptr_t fde_at, uint64_t initial,
     return false;
   }
   State s = cie.initial;
-  auto emit = [&](uint64_t loc, const State& st) {
-    if (loc < pc_end) Append(rows, Pack(loc, src.base, st, cie));
+  auto emit = [&](uint64_t loc, uint64_t end, const State& st) {
+    if (loc >= pc_end) return;
+    if (end == 0 || end > pc_end) end = pc_end;
+    if (!st.cfa_expression || !st.plt.on || end - loc > kMaxPltBytes) {
+      Append(rows, Pack(loc, src.base, st, cie));
+      return;
+    }
+    // The .plt expression: two rows per 16-byte entry, before and after
+    // its push.
+    State plain = st;
+    plain.cfa_expression = false;
+    plain.cfa_reg = kRegSp;
+    for (uint64_t at = loc; at < end;) {
+      const uint64_t entry = at & ~uint64_t{15};
+      const bool pushed = (at & 15) >= st.plt.threshold;
+      plain.cfa_offset = st.plt.base + (pushed ? int64_t{1} << st.plt.shift : 0);
+      Append(rows, Pack(at, src.base, plain, cie));
+      at = pushed ? entry + 16 : entry + st.plt.threshold;
+    }
   };
   const size_t before = rows->size();
   bool ok = true;

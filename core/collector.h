@@ -81,9 +81,6 @@ class Collector {
   // the parent's): a worker then does not read /proc/self/maps and every
   // object's build-id note again (~10 ms in a torch worker on a VM).
   void InheritMaps(const Collector& parent);
-  // In a fork child: the Python code objects the parent read
-  // (PythonCodeTable::InheritFrom). `parent` must outlive this collector.
-  void InheritPythonCodes(const Collector& parent) { py_codes_.InheritFrom(parent.py_codes_); }
 
   uint64_t bytes_written() const { return bytes_written_; }
   // Walks of blocked threads' stacks so far, and those dropped (the thread

@@ -24,17 +24,8 @@ uint64_t PythonCodeTable::FrameWord(const PythonRuntime& py, uint64_t code_word,
   const uint64_t entry = (code_word & kPyEntryBit) != 0 ? DLPROF_PY_ENTRY_BIT : 0;
   auto it = by_address_.find(code);
   if (it == by_address_.end() || it->second.identity != identity) {
-    if (const Entry* known = identity != 0 ? Inherited(code, identity) : nullptr) {
-      if (by_address_.size() >= kMaxEntries) by_address_.clear();
-      Entry e{0, identity, known->info};
-      e.id = AddEntry(e.info.qualname, e.info.filename, e.info.first_line);
-      it = by_address_.insert_or_assign(code, std::move(e)).first;
-    }
-  }
-  if (it == by_address_.end() || it->second.identity != identity) {
     // Not seen, or another object was there when it was read: read it now,
     // and keep it only if it is still the one the sample saw.
-    ++reads_;
     Entry e;
     PythonCodeReader reader(*py.layout, py.code_type, py.unicode_type);
     // SafeLoads, on the collector (which blocks every signal).
@@ -56,15 +47,6 @@ uint64_t PythonCodeTable::FrameWord(const PythonRuntime& py, uint64_t code_word,
   if (line < 0 || static_cast<uint64_t>(line) > DLPROF_PY_LINE_MASK) line = 0;
   return DLPROF_PY_FRAME_BIT | entry | static_cast<uint64_t>(line) << DLPROF_PY_LINE_SHIFT |
          it->second.id;
-}
-
-const PythonCodeTable::Entry* PythonCodeTable::Inherited(uintptr_t code,
-                                                         uint64_t identity) const {
-  for (const PythonCodeTable* t = parent_; t != nullptr; t = t->parent_) {
-    auto it = t->by_address_.find(code);
-    if (it != t->by_address_.end() && it->second.identity == identity) return &it->second;
-  }
-  return nullptr;
 }
 
 bool PythonCodeTable::TakeChunk(std::string* payload) {

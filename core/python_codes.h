@@ -29,19 +29,10 @@ class PythonCodeTable {
   uint64_t FrameWord(const PythonRuntime& py, uint64_t code_word, uint64_t index_word,
                      uint64_t identity);
 
-  // In a fork child: the parent's table (its collector is left alive and
-  // unchanged in the child), whose code objects a frame here may name. One
-  // found there under the same address and identity is taken as read (a new
-  // id in this file) instead of read again: each DataLoader worker read the
-  // same hundreds of code objects, ~13% of its collector's CPU.
-  void InheritFrom(const PythonCodeTable& parent) { parent_ = &parent; }
-
   // The PY_CODES payload of ids not written yet; false when there are none.
   bool TakeChunk(std::string* payload);
 
   uint64_t unreadable() const { return unreadable_; }
-  // Code objects read from memory (not found here nor inherited).
-  uint64_t reads() const { return reads_; }
 
  private:
   struct Entry {
@@ -49,9 +40,6 @@ class PythonCodeTable {
     uint64_t identity = 0;
     PyCodeInfo info;
   };
-  // The entry of `code` with `identity` in the parent's table or in its
-  // parents', nullptr if none.
-  const Entry* Inherited(uintptr_t code, uint64_t identity) const;
   uint32_t AddEntry(const std::string& qualname, const std::string& filename, int first_line);
   // Bounded: a program that compiles code without end (exec, lambdas in a
   // loop) makes new entries; past the bound the cache starts again (ids go on).
@@ -62,8 +50,6 @@ class PythonCodeTable {
   std::string pending_;
   uint32_t pending_count_ = 0;
   uint64_t unreadable_ = 0;
-  uint64_t reads_ = 0;
-  const PythonCodeTable* parent_ = nullptr;
 };
 
 }  // namespace dlprof

@@ -259,13 +259,21 @@ int WalkBlockedPythonFrames(ThreadSlot* s, pid_t tid, uint64_t* out, int max_fra
 
 uint64_t PyCodeIdentity(uintptr_t code, const PythonLayout& L) {
   const uint32_t name = L.code_qualname != kNoOffset ? L.code_qualname : L.code_name;
-  uintptr_t qualname;
+  uintptr_t qualname, filename;
   uint32_t first_line;
-  if (!SafeLoadPtr(code + name, &qualname) || !SafeLoadU32(code + L.code_firstlineno, &first_line)) {
+  if (!SafeLoadPtr(code + name, &qualname) || !SafeLoadPtr(code + L.code_filename, &filename) ||
+      !SafeLoadU32(code + L.code_firstlineno, &first_line)) {
     return 0;
   }
-  return (static_cast<uint64_t>(qualname) & ((1ull << 48) - 1)) |
-         static_cast<uint64_t>(first_line & 0xffff) << 48;
+  // The file's object mixed in: names are shared ("<module>" by every
+  // module's code, an interned "work" by every function of that name), so a
+  // module's code freed and another's made at its address had the same
+  // name object and first line, and was named after the first one's file.
+  const uint64_t mixed = (static_cast<uint64_t>(qualname) ^
+                          static_cast<uint64_t>(filename) * 0x9e3779b97f4a7c15ull) &
+                         ((1ull << 48) - 1);
+  const uint64_t identity = mixed | static_cast<uint64_t>(first_line & 0xffff) << 48;
+  return identity != 0 ? identity : 1;
 }
 
 }  // namespace dlprof

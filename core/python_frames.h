@@ -65,8 +65,12 @@ constexpr uint64_t kPyEntryBit = 1ull << 63;
 constexpr int kMaxPythonFrames = 128;
 constexpr int kPyFrameWords = 3;
 
-// What identifies a code object cheaply: the address of its qualname (co_name
-// before 3.11) object, with its first line in the top 16 bits. Two reads.
+// What identifies a code object cheaply: the addresses of its qualname
+// (co_name before 3.11) and file name objects, mixed, with its first line in
+// the top 16 bits. Three reads. (Addresses: a code object made where another
+// was, with the same name object, first line and a file name string made
+// where the other's was, still looks the same; the collector reads code
+// objects soon after their samples, while the sampled one mostly lives.)
 // This function is safe to call from asynchronous signals (SafeLoads); 0 when
 // they fault.
 uint64_t PyCodeIdentity(uintptr_t code, const PythonLayout& layout);

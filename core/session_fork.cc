@@ -147,10 +147,7 @@ void ResetInForkChild() {
   // Creating it cost more than anything else of a fork and exec under dlprof
   // (BENCHMARKS.md, "Start-up costs").
   g_collector = NewCollector();
-  if (parent_collector != nullptr) {
-    g_collector->InheritMaps(*parent_collector);
-    g_collector->InheritPythonCodes(*parent_collector);  // leaked, never changed here
-  }
+  if (parent_collector != nullptr) g_collector->InheritMaps(*parent_collector);
   if (loader_held) {
     g_collector->SetProcessField("loader_lock",
                                  "inherited held at fork: frame-pointer stacks, no build-ids");

@@ -24,10 +24,7 @@
 #include "core/safe_load.h"
 
 #ifdef DLPROF_HAVE_PYTHON
-#include <dlprof/format.h>
-
 #include "core/fault_handler.h"
-#include "core/python_codes.h"
 #include "core/python_frames.h"
 
 namespace dlprof {
@@ -80,6 +77,16 @@ def make(k, name):
 def recycle(address, keep=[]):
     for k in range(1, 2000):
         keep.append(make(k, 'b'))
+        if id(keep[-1]) == address:
+            return keep[-1]
+WORK = 'work'  # keeps the interned name alive: each compile's 'work' is this object
+def make_in(file, name):
+    ns = {}
+    exec(compile('def %s():\n    return 1\n' % name, file, 'exec'), ns)
+    return ns[name].__code__
+def recycle_in(address, file, name, keep=[]):
+    for k in range(1, 5000):
+        keep.append(make_in(file, name))
         if id(keep[-1]) == address:
             return keep[-1]
 )";
@@ -474,54 +481,34 @@ TEST_F(PythonCodeTest, StillSameTellsAnotherCodeObject) {
   EXPECT_FALSE(Checked().StillSame(address, first_info));
 }
 
-// A fork child's table names the code objects its parent read without
-// reading them again, each once in its own chunk, with the same lines; one
-// the parent did not read, or read as another object (identity), is read.
-TEST_F(PythonCodeTest, AForkChildsTableTakesWhatItsParentsRead) {
-  ASSERT_TRUE(InstallFaultHandler());
-  PythonRuntime py;
-  py.layout = layout_;
-  py.code_type = reinterpret_cast<uintptr_t>(&PyCode_Type);
-  py.unicode_type = reinterpret_cast<uintptr_t>(&PyUnicode_Type);
-  const uintptr_t many = Address(CodeObject("many")), gen = Address(CodeObject("gen"));
-  const uint64_t many_id = PyCodeIdentity(many, layout()), gen_id = PyCodeIdentity(gen, layout());
-  ASSERT_NE(many_id, 0u);
-  const uint64_t line_bits = uint64_t{DLPROF_PY_LINE_MASK} << DLPROF_PY_LINE_SHIFT;
-  auto chunk = [](PythonCodeTable* t) {
-    std::string payload;
-    return t->TakeChunk(&payload) ? payload : std::string();
-  };
-  PythonCodeTable parent;
-  const uint64_t parents = parent.FrameWord(py, many, 6, many_id);
-  EXPECT_EQ(parent.reads(), 1u);
-  EXPECT_NE(chunk(&parent).find("many"), std::string::npos);
-
-  PythonCodeTable child, grandchild;
-  child.InheritFrom(parent);
-  grandchild.InheritFrom(child);
-  for (PythonCodeTable* t : {&child, &grandchild}) {
-    const uint64_t word = t->FrameWord(py, many, 6, many_id);
-    EXPECT_EQ(t->reads(), 0u);
-    EXPECT_EQ(word & line_bits, parents & line_bits);
-    EXPECT_NE(word & line_bits, 0u);
-    const std::string named = chunk(t);
-    EXPECT_NE(named.find("many"), std::string::npos);
-    EXPECT_NE(named.find("pipeline.py"), std::string::npos);
-    t->FrameWord(py, many, 6, many_id);  // known here now: not named again
-    EXPECT_EQ(chunk(t), "");
-    EXPECT_EQ(t->reads(), 0u);
-  }
-  // Not read by the parent: read here.
-  EXPECT_NE(child.FrameWord(py, gen, 0, gen_id) & DLPROF_PY_FRAME_BIT, 0u);
-  EXPECT_EQ(child.reads(), 1u);
-  EXPECT_NE(chunk(&child).find("gen"), std::string::npos);
-  // The parent read another object at that address: read here, and found
-  // not to be the one sampled.
-  PythonCodeTable other;
-  other.InheritFrom(parent);
-  other.FrameWord(py, many, 6, many_id ^ 1);
-  EXPECT_EQ(other.reads(), 1u);
-  EXPECT_EQ(other.unreadable(), 1u);
+// A code object made where another was, with the same name object (an
+// interned "work") and first line, in another file: its identity differs
+// (PyCodeIdentity mixes in the file's object), so the collector reads it
+// instead of naming it after the first one's file.
+TEST_F(PythonCodeTest, IdentityTellsTheSameNameAndLineInAnotherFile) {
+  PyObject* first = Eval("make_in('/parent/a.py', 'work')");
+  ASSERT_NE(first, nullptr);
+  const uintptr_t address = Address(first);
+  const uint64_t first_identity = PyCodeIdentity(address, layout());
+  ASSERT_NE(first_identity, 0u);
+  uintptr_t first_name = 0;
+  ASSERT_TRUE(SafeLoadPtr(address + NameOffset(layout()), &first_name));
+  PyCodeInfo first_info;
+  ASSERT_TRUE(Checked().Read(address, &first_info));
+  Py_DECREF(first);
+  Py_XDECREF(Eval("__import__('gc').collect()"));
+  PyObject* again = Eval("recycle_in(" + std::to_string(address) + ", '/child/b.py', 'work')");
+  ASSERT_NE(again, nullptr);
+  if (again == Py_None) GTEST_SKIP() << "the block was not reused in 5000 tries";
+  PyCodeInfo info;
+  ASSERT_TRUE(Checked().Read(address, &info));
+  EXPECT_EQ(info.filename, "/child/b.py");
+  EXPECT_EQ(info.qualname, first_info.qualname);
+  EXPECT_EQ(info.first_line, first_info.first_line);
+  uintptr_t name = 0;
+  ASSERT_TRUE(SafeLoadPtr(address + NameOffset(layout()), &name));
+  ASSERT_EQ(name, first_name) << "the premise: the same name object";
+  EXPECT_NE(PyCodeIdentity(address, layout()), first_identity);
 }
 
 // A code object freed and not (yet) reused keeps its type and its fields, so
