@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <map>
 #include <set>
+#include <tuple>
 
 namespace dlprof {
 namespace {
@@ -145,13 +146,33 @@ std::vector<RoleDecision> DecideRoles(const Profile& profile) {
 
 void AnalyzeSteps(const Profile& profile, Analysis* a, uint32_t* train_process, uint32_t* train_tid,
                   WaitIndex* waits) {
-  std::map<uint32_t, int> steps_per_process;
+  // The loop to analyse: the training process with the most steps. Among
+  // processes with about as many (data-parallel ranks, which step together),
+  // the one that waited most for data: the others wait for it in their
+  // gradient all-reduce, so its wait is what the whole run loses.
+  struct Loop {
+    int steps = 0;
+    double step_ns = 0, wait_ns = 0;
+  };
+  std::map<uint32_t, Loop> loops;
   for (const Interval& iv : profile.intervals) {
-    if (iv.kind == IntervalKind::kStep) steps_per_process[iv.process]++;
+    if (iv.kind == IntervalKind::kStep) {
+      loops[iv.process].steps++;
+      loops[iv.process].step_ns += static_cast<double>(iv.end_ns - iv.begin_ns);
+    } else if (iv.kind == IntervalKind::kWait) {
+      loops[iv.process].wait_ns += static_cast<double>(iv.end_ns - iv.begin_ns);
+    }
   }
-  if (steps_per_process.empty()) return;
-  uint32_t proc = std::max_element(steps_per_process.begin(), steps_per_process.end(),
-                                   [](auto& x, auto& y) { return x.second < y.second; })->first;
+  int most = 0;
+  for (const auto& [process, l] : loops) most = std::max(most, l.steps);
+  if (most == 0) return;
+  uint32_t proc = 0;
+  double most_wait = -1;
+  for (const auto& [process, l] : loops) {
+    if (l.steps == 0 || l.steps < most - std::max(1, most / 10)) continue;
+    const double wait = l.step_ns > 0 ? l.wait_ns / l.step_ns : 0;
+    if (wait > most_wait) proc = process, most_wait = wait;
+  }
   const Process& p = profile.processes[proc];
   std::vector<Interval> steps;
   std::map<uint32_t, int> steps_per_tid;
@@ -173,6 +194,7 @@ void AnalyzeSteps(const Profile& profile, Analysis* a, uint32_t* train_process, 
 
   StepStats& s = a->steps;
   s.process = proc;
+  s.pid = p.pid;
   const int64_t sampling_start = p.sampling_start_ns;
   const bool has_baseline = Field(p, "baseline_steps", 0) > 0;
   // The warm-up is the run's first steps, unsampled or not: caches, page
@@ -563,6 +585,20 @@ void MergedRunsNote(const Profile& profile, const StepStats& steps, Analysis* a)
                          ". To compare runs, use `dlprof diff BEFORE AFTER`");
 }
 
+// The training process a worker feeds: the nearest "main" up its parents
+// (a forkserver's workers are its grandchildren), or -1.
+int TrainerOf(const Profile& profile, const Analysis& a,
+              const std::map<std::pair<std::string, int>, size_t>& by_pid, size_t i) {
+  for (size_t hops = 0; hops < profile.processes.size(); ++hops) {
+    const Process& p = profile.processes[i];
+    auto parent = by_pid.find({p.host, p.ppid});
+    if (p.ppid <= 0 || parent == by_pid.end() || parent->second == i) return -1;
+    i = parent->second;
+    if (a.processes[i].role == "main") return static_cast<int>(i);
+  }
+  return -1;
+}
+
 // The data workers at a time. Processes are not workers: a DataLoader without
 // persistent_workers forks num_workers new ones every epoch (a 2-worker
 // loader over 3 epochs is 6 processes, and the advice once asked for "about
@@ -570,18 +606,27 @@ void MergedRunsNote(const Profile& profile, const StepStats& steps, Analysis* a)
 // program's own, dlprof_set_worker or torch's worker info; but a fork
 // sequence number when it sets none, which grows every epoch) and the most
 // worker processes alive at once (each epoch's workers may still be exiting
-// while the next ones start). Per host: merged runs' clocks do not compare.
-WorkerCount CountWorkers(const Profile& profile, const Analysis& a) {
+// while the next ones start). Ids are per training process (each DDP rank's
+// DataLoader numbers its workers from 0) and per host (merged runs' clocks
+// do not compare). `only_trainer` >= 0 counts that training process's only.
+WorkerCount CountWorkersOf(const Profile& profile, const Analysis& a, int only_trainer) {
   WorkerCount c;
+  std::map<std::pair<std::string, int>, size_t> by_pid;
+  for (size_t i = 0; i < a.processes.size(); ++i) {
+    by_pid[{profile.processes[i].host, profile.processes[i].pid}] = i;
+    c.training_processes += a.processes[i].role == "main";
+  }
   std::map<std::string, std::vector<std::pair<int64_t, int>>> lives;  // host -> (time, +1/-1)
-  std::set<std::pair<std::string, int>> ids;                         // (host, worker id)
+  std::set<std::tuple<std::string, int, int>> ids;                   // (host, trainer, worker id)
   bool all_ids = true, all_times = true;
   for (size_t i = 0; i < a.processes.size(); ++i) {
     const ProcessStats& ps = a.processes[i];
     if (ps.role != "worker") continue;
+    const int trainer = TrainerOf(profile, a, by_pid, i);
+    if (only_trainer >= 0 && trainer != only_trainer) continue;
     ++c.processes;
     const Process& p = profile.processes[i];
-    if (ps.worker >= 0) ids.insert({ps.host, ps.worker});
+    if (ps.worker >= 0) ids.insert({ps.host, trainer, ps.worker});
     else all_ids = false;
     if (p.start_ns > 0 && p.end_ns > p.start_ns) {
       lives[p.host].push_back({p.start_ns, +1});
@@ -601,6 +646,18 @@ WorkerCount CountWorkers(const Profile& profile, const Analysis& a) {
     }
   }
   c.concurrent = all_ids ? std::min(static_cast<int>(ids.size()), alive_at_once) : alive_at_once;
+  c.feeding_loop = c.concurrent;
+  return c;
+}
+
+// Every worker, and those of the training process whose steps are analysed
+// (all of them when there is one training process, or no steps).
+WorkerCount CountWorkers(const Profile& profile, const Analysis& a) {
+  WorkerCount c = CountWorkersOf(profile, a, -1);
+  if (c.training_processes > 1 && a.steps.process < a.processes.size() &&
+      a.processes[a.steps.process].role == "main") {
+    c.feeding_loop = CountWorkersOf(profile, a, static_cast<int>(a.steps.process)).concurrent;
+  }
   return c;
 }
 
@@ -749,7 +806,15 @@ void DecideVerdict(const Profile& profile, bool has_steps, const WaitIndex& wait
   if (has_steps && steps.count > 0) {
     v.data_wait_fraction = steps.data_wait_fraction;
     v.basis = "steps";
-    v.evidence.push_back("The training loop waited for data " + Pct(steps.data_wait_fraction) +
+    // Under several training processes (DDP ranks) the verdict is about one
+    // loop's steps: say whose.
+    const int trainers = a->workers.training_processes;
+    v.evidence.push_back("The training loop" +
+                         (trainers > 1 ? " of pid " + std::to_string(steps.pid) + " (of " +
+                                             std::to_string(trainers) +
+                                             " training processes, the one that waited most)"
+                                       : std::string()) +
+                         " waited for data " + Pct(steps.data_wait_fraction) +
                          " of its step time over " + std::to_string(steps.count) + " steps (median step " +
                          Fmt("%.1f ms, median wait %.1f ms).", steps.median_s * 1e3,
                              steps.data_wait_median_s * 1e3));
@@ -826,14 +891,21 @@ void DecideVerdict(const Profile& profile, bool has_steps, const WaitIndex& wait
           ? "io"
           : "cpu";
   v.bottleneck_role = best->main_role.empty() ? "main" : best->main_role;
-  // The pipeline's workers, each counted once however often it was re-forked.
-  const int workers = std::max(1, a->workers.concurrent);
+  // The pipeline's workers, each counted once however often it was re-forked;
+  // the advice is about the analysed loop's own (one DDP rank's, say).
+  const WorkerCount& wc = a->workers;
+  const int all_workers = std::max(1, wc.concurrent);
+  const int workers = std::max(1, wc.feeding_loop);
   std::string where = "in the training process";
   if (v.bottleneck_role == "worker") {
-    where = "in " + std::to_string(workers) + " worker process" + (workers == 1 ? "" : "es");
-    if (a->workers.processes > workers) {
-      where += " at a time (" + std::to_string(a->workers.processes) + " over the run: workers "
+    where = "in " + std::to_string(all_workers) + " worker process" + (all_workers == 1 ? "" : "es");
+    if (wc.processes > all_workers) {
+      where += " at a time (" + std::to_string(wc.processes) + " over the run: workers "
                "started anew, as a DataLoader without persistent_workers does every epoch)";
+    }
+    if (wc.training_processes > 1) {
+      where += " across " + std::to_string(wc.training_processes) + " training processes (" +
+               std::to_string(wc.feeding_loop) + " feeding the one whose steps are analysed)";
     }
   }
   if (v.bottleneck_kind == "io") {
@@ -869,7 +941,8 @@ void DecideVerdict(const Profile& profile, bool has_steps, const WaitIndex& wait
         delivered = 1 / steps.mean_s;
         wanted = delivered / (1 - steps.data_wait_fraction);
       }
-      v.advice.push_back(WorkerCpuAdvice(a->contention, best->name, workers, delivered, wanted));
+      v.advice.push_back(WorkerCpuAdvice(a->contention, best->name, workers, delivered, wanted,
+                                         wc.training_processes));
     } else {
       v.advice.push_back("'" + best->name + "' runs in the training process and blocks it: move "
                          "it to worker processes, or make it cheaper.");

@@ -25,6 +25,7 @@ struct StepStats {
   // (0 if no baseline).
   double distortion = 0;
   uint32_t process = 0;           // the training loop's process
+  int pid = 0;                    // its pid (0: no steps)
   std::vector<double> step_s, wait_s;  // per analysed step, in order
   int64_t begin_ns = 0, end_ns = 0;    // the analysed steps' span (0, 0 without steps)
   uint32_t tid = 0;                    // the training loop's thread
@@ -89,9 +90,13 @@ struct ProcessStats {
 // The data workers feeding the training loop. A DataLoader without
 // persistent_workers forks num_workers new processes every epoch: those are
 // num_workers workers, not one per process.
+// Under several training processes (DDP ranks, each with its own
+// DataLoader) every one has its own workers, numbered from 0.
 struct WorkerCount {
   int concurrent = 0;  // workers at a time: distinct worker ids, or the most alive at once
   int processes = 0;   // worker processes over the whole run
+  int feeding_loop = 0;  // of those at a time, the ones feeding the analysed training loop
+  int training_processes = 0;
 };
 
 // CPU contention (reports/analysis_contention.cc): whether the program's

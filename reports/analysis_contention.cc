@@ -157,21 +157,29 @@ void ExplainContention(const Analysis& a, Verdict* v) {
 }
 
 std::string WorkerCpuAdvice(const CpuContention& c, const std::string& stage, int workers,
-                            double delivered, double wanted) {
+                            double delivered, double wanted, int loops) {
   const std::string where = c.cores_recorded ? " on the profiled machine" : " here";
-  const std::string free = std::to_string(c.free_cores) + " free " +
-                           (c.free_cores == 1 ? "core" : "cores") +
-                           " (the training process needs the rest)";
-  std::string out = "'" + stage + "' is compute-bound in the workers (" + std::to_string(workers) +
-                    " workers on " + Cores(c.cores) + where + "). ";
+  // Several training processes share the free cores for their workers: each
+  // loop's own workers get their share (at least one).
+  loops = std::max(1, loops);
+  const int share = std::max(1, c.free_cores / loops);
+  const std::string per = loops > 1 ? " per training process" : "";
+  const std::string free =
+      std::to_string(c.free_cores) + " free " + (c.free_cores == 1 ? "core" : "cores") +
+      (loops > 1 ? " shared by the " + std::to_string(loops) +
+                       " training processes' workers (the training processes need the rest)"
+                 : std::string(" (the training process needs the rest)"));
+  auto n_workers = [](int n) { return std::to_string(n) + (n == 1 ? " worker" : " workers"); };
+  std::string out = "'" + stage + "' is compute-bound in the workers (" + n_workers(workers) + per +
+                    (loops > 1 ? ", " + std::to_string(loops) + " training processes," : "") + " on " +
+                    Cores(c.cores) + where + "). ";
   if (c.saturated) {
     return out + "The cores are saturated, so more workers would make it worse: use at most " +
-           std::to_string(c.free_cores) + " worker" + (c.free_cores == 1 ? "" : "s") + " for the " +
-           free + ", make '" + stage + "' cheaper (or drop work from the stages), or run on more "
-           "cores.";
+           n_workers(share) + per + " for the " + free + ", make '" + stage +
+           "' cheaper (or drop work from the stages), or run on more cores.";
   }
   if (delivered <= 0 || wanted <= 0) {
-    if (workers >= c.free_cores) {
+    if (workers >= share) {
       return out + "They fill the " + free + ": make '" + stage + "' cheaper, or run on more cores.";
     }
     return out + "Add workers up to the " + free + ", or make '" + stage + "' cheaper.";
@@ -179,16 +187,16 @@ std::string WorkerCpuAdvice(const CpuContention& c, const std::string& stage, in
   // Workers scale the rate while free cores last.
   // (Less a hair: 2 x 1/(1 - 0.8) is 10.000000000000002 in doubles.)
   const int needed = static_cast<int>(std::ceil(workers * wanted / delivered - 1e-9));
-  out += Fmt("%.0f workers deliver %.1f batches/s, the loop could take %.1f/s: ", workers, delivered,
-             wanted);
-  if (needed <= c.free_cores) {
-    return out + "about " + std::to_string(needed) + " workers" +
+  out += n_workers(workers) + (workers == 1 ? " delivers" : " deliver") +
+         Fmt(" %.1f batches/s, the loop could take %.1f/s: ", delivered, wanted);
+  if (needed <= share) {
+    return out + "about " + n_workers(needed) + per +
            Fmt(", or a %.1fx faster '", wanted / delivered) + stage + "', would remove the wait.";
   }
-  if (workers < c.free_cores) {
-    return out + "about " + std::to_string(needed) + " workers would remove the wait, more than the " +
-           free + ": use " + std::to_string(c.free_cores) + " workers and make '" + stage + "' " +
-           Fmt("%.1fx faster, or run on more cores.", wanted / delivered * workers / c.free_cores);
+  if (workers < share) {
+    return out + "about " + n_workers(needed) + per + " would remove the wait, more than the " +
+           free + ": use " + n_workers(share) + per + " and make '" + stage + "' " +
+           Fmt("%.1fx faster, or run on more cores.", wanted / delivered * workers / share);
   }
   return out + "more workers would only wait for the " + free + ": make '" + stage + "' " +
          Fmt("%.1fx faster, or run on more cores.", wanted / delivered);

@@ -29,10 +29,12 @@ long ProfiledCores(const Profile& profile, bool* recorded);
 void ExplainContention(const Analysis& a, Verdict* v);
 
 // The advice for a compute-bound stage in the workers: never more workers
-// than the cores the training process leaves free. `workers` at a time;
-// `delivered`/`wanted` batches per second (0 when steps do not say).
+// than the cores the training process leaves free. `workers` at a time
+// feeding the analysed loop; `delivered`/`wanted` its batches per second (0
+// when steps do not say); `loops` training processes (DDP ranks, each with
+// its own workers) share the free cores.
 std::string WorkerCpuAdvice(const CpuContention& c, const std::string& stage, int workers,
-                            double delivered, double wanted);
+                            double delivered, double wanted, int loops = 1);
 
 }  // namespace dlprof
 

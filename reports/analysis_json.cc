@@ -89,10 +89,15 @@ json AnalysisJson(const Analysis& a) {
     j["processes"].push_back(pj);
   }
   // Workers at a time (what the advice counts) and worker processes over the
-  // run (more when workers are started anew every epoch).
-  j["workers"] = {{"concurrent", a.workers.concurrent}, {"processes", a.workers.processes}};
+  // run (more when workers are started anew every epoch); with several
+  // training processes (DDP ranks), those feeding the analysed one.
+  j["workers"] = {{"concurrent", a.workers.concurrent},
+                  {"processes", a.workers.processes},
+                  {"feeding_analysed_loop", a.workers.feeding_loop},
+                  {"training_processes", a.workers.training_processes}};
   const StepStats& s = a.steps;
   j["steps"] = {{"count", s.count},
+                {"pid", s.pid},
                 {"median_s", Round(s.median_s)},
                 {"p90_s", Round(s.p90_s)},
                 {"p99_s", Round(s.p99_s)},

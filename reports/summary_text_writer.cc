@@ -58,6 +58,10 @@ class SummaryTextWriter : public ReportWriter {
     } else {
       out += Line("  %d steps (%d warm-up dropped): median %.2f ms, p90 %.2f ms, p99 %.2f ms",
                   s.count, s.warmup_dropped, s.median_s * 1e3, s.p90_s * 1e3, s.p99_s * 1e3);
+      if (a.workers.training_processes > 1) {
+        out += Line("  of pid %d, the training process that waited most for data (of %d)", s.pid,
+                    a.workers.training_processes);
+      }
       out += Line("  waiting for data: %.1f%% of step time, median %.2f ms per step",
                   100 * s.data_wait_fraction, s.data_wait_median_s * 1e3);
     }
@@ -96,10 +100,12 @@ class SummaryTextWriter : public ReportWriter {
     // Workers at a time (what the advice counts), then every process with
     // its role and what decided it.
     const WorkerCount& w = a.workers;
-    out += Line("  %d training process%s, %d worker%s at a time (%d worker process%s over the "
+    const std::string feeding =
+        mains > 1 ? std::to_string(w.feeding_loop) + " feeding the analysed loop; " : std::string();
+    out += Line("  %d training process%s, %d worker%s at a time (%s%d worker process%s over the "
                 "run), %d other",
                 mains, mains == 1 ? "" : "es", w.concurrent, w.concurrent == 1 ? "" : "s",
-                w.processes, w.processes == 1 ? "" : "es", others);
+                feeding.c_str(), w.processes, w.processes == 1 ? "" : "es", others);
     for (const ProcessStats& p : a.processes) {
       out += Line("  pid %-7d %s worker %-3d samples %-7lld dropped %-5llu cpu %7.3fs wall %7.3fs"
                   "  %s  %s",

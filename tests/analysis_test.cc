@@ -446,6 +446,95 @@ TEST(AnalysisWorkers, WorkersWithoutIdsOfTheirOwnAreCountedByTheirLifetimes) {
   ExpectTwoWorkersReforkedEveryEpoch({0, 1, 2, 3, 4, 5}, 0);
 }
 
+// DDP: a launcher spawns 2 training processes (ranks), each with its own
+// DataLoader of 2 workers numbered 0 and 1, all at once. There are 4 workers
+// at a time, 2 per rank (worker ids were once counted per run: "2 workers at
+// a time, 4 over the run: started anew every epoch"). The ranks step
+// together; rank 1 waits longer for data (60% against 40%: rank 0 would wait
+// for it in the all-reduce), so the verdict is about rank 1's loop, and its
+// advice counts rank 1's own workers and its share of the free cores.
+TEST(AnalysisWorkers, EachRankOfADdpRunHasItsOwnWorkers) {
+  RunBuilder run;
+  run.Add(100, 1, "main", -1, "/usr/bin/python3 launch.py", 0, 3300);
+  const uint32_t ranks[2] = {run.Add(101, 100, "worker", -1, "/usr/bin/python3 train.py", 10, 3200),
+                             run.Add(102, 100, "worker", -1, "/usr/bin/python3 train.py", 10, 3200)};
+  for (int r = 0; r < 2; ++r) {
+    const int pid = 101 + r;
+    run.Steps(ranks[r], pid, 30, 100, 100, 40 + 20 * r);
+    run.InProcess(ranks[r], pid, 30, 100, 100, 40 + 20 * r, "", "forward");
+    for (int k = 0; k < 2; ++k) {
+      const int wpid = 200 + 10 * r + k;
+      const uint32_t w = run.Add(wpid, pid, "worker", k, "/usr/bin/python3 train.py", 50, 3150, "_exit");
+      run.Wall(w, static_cast<uint32_t>(wpid), "decode", 100, 3100);
+    }
+  }
+  Analysis a = Analyze(run.p);
+  EXPECT_EQ(a.steps.process, ranks[1]);
+  EXPECT_EQ(CountRole(a, "main"), 2);
+  EXPECT_EQ(CountRole(a, "worker"), 4);
+  EXPECT_EQ(a.workers.processes, 4);
+  EXPECT_EQ(a.workers.concurrent, 4);
+  EXPECT_EQ(a.workers.feeding_loop, 2);
+  EXPECT_EQ(a.workers.training_processes, 2);
+  const Verdict& v = a.verdict;
+  EXPECT_NEAR(v.data_wait_fraction, 0.6, 1e-9);
+  EXPECT_EQ(v.bottleneck_stage, "decode");
+  EXPECT_EQ(v.bottleneck_role, "worker");
+  const std::string evidence = Joined(v.evidence);
+  EXPECT_NE(evidence.find("in 4 worker processes across 2 training processes (2 feeding the one "
+                          "whose steps are analysed)"),
+            std::string::npos)
+      << evidence;
+  EXPECT_EQ(evidence.find("started anew"), std::string::npos) << evidence;
+  EXPECT_NE(evidence.find("The training loop of pid 102 (of 2 training processes, the one that "
+                          "waited most) waited for data 60%"),
+            std::string::npos)
+      << evidence;
+  // The ranks run all the time (they never block in this run): 2 cores, 5
+  // once rank 1's waits are gone, leave 3 of the 8 cores, 1 for each rank's
+  // workers. Rank 1's 2 workers deliver 10 batches/s against 25 wanted: 5
+  // would do, which the ranks' 10 would not find cores for (the advice for
+  // one training process was "about 5 workers would remove the wait").
+  const std::string advice = Joined(v.advice);
+  EXPECT_NE(advice.find("(2 workers per training process, 2 training processes, on 8 cores on the "
+                        "profiled machine). 2 workers deliver 10.0 batches/s, the loop could take "
+                        "25.0/s: more workers would only wait for the 3 free cores shared by the 2 "
+                        "training processes' workers (the training processes need the rest): make "
+                        "'decode' 2.5x faster"),
+            std::string::npos)
+      << advice;
+
+  using nlohmann::json;
+  const json summary = json::parse(MakeSummaryJsonWriter()->Render(run.p, a));
+  EXPECT_EQ(summary["workers"], json({{"concurrent", 4},
+                                      {"processes", 4},
+                                      {"feeding_analysed_loop", 2},
+                                      {"training_processes", 2}}));
+  EXPECT_EQ(summary["steps"]["pid"], 102);
+  const std::string text = MakeSummaryTextWriter()->Render(run.p, a);
+  EXPECT_NE(text.find("of pid 102, the training process that waited most for data (of 2)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("2 training processes, 4 workers at a time (2 feeding the analysed loop; 4 "
+                      "worker processes over the run), 1 other"),
+            std::string::npos)
+      << text;
+}
+
+// A training process with far fewer steps (a short evaluation loop, say) is
+// not the one analysed, however long it waited.
+TEST(AnalysisWorkers, ALoopWithFarFewerStepsIsNotAnalysedForItsWait) {
+  RunBuilder run;
+  const uint32_t trainer = run.Add(100, 1, "main", -1, "/usr/bin/python3 train.py", 0, 3300);
+  const uint32_t eval = run.Add(101, 100, "worker", -1, "/usr/bin/python3 eval.py", 10, 3200);
+  run.Steps(trainer, 100, 30, 100, 100, 20);
+  run.Steps(eval, 101, 20, 100, 100, 90);
+  Analysis a = Analyze(run.p);
+  EXPECT_EQ(a.steps.process, trainer);
+  EXPECT_EQ(a.steps.pid, 100);
+  EXPECT_NEAR(a.verdict.data_wait_fraction, 0.2, 1e-9);
+}
+
 // The forkserver start method: the trainer spawns the resource tracker and
 // the forkserver (exec'd Pythons, no worker id), and the forkserver forks the
 // 2 workers, which inherit its command line. Neither helper is a worker.
@@ -539,7 +628,10 @@ TEST(AnalysisRoles, EveryWriterLabelsProcessesWithTheDecidedRoles) {
   EXPECT_EQ(summary["processes"][l.launcher]["recorded_role"], "main");
   EXPECT_EQ(summary["processes"][l.trainer]["role"], "main");
   EXPECT_EQ(summary["processes"][l.trainer]["role_basis"], "records the training loop's steps");
-  EXPECT_EQ(summary["workers"], json({{"concurrent", 0}, {"processes", 0}}));
+  EXPECT_EQ(summary["workers"], json({{"concurrent", 0},
+                                      {"processes", 0},
+                                      {"feeding_analysed_loop", 0},
+                                      {"training_processes", 1}}));
   EXPECT_EQ(summary["verdict"]["bottleneck_role"], "main");
 
   // The page's data: the JSON document in <script id="dlprof-data">.

@@ -20,6 +20,7 @@ with the same key names as examples/pipeline's summary where they apply.
 import argparse
 import contextlib
 import os
+import socket
 import statistics
 import subprocess
 import sys
@@ -72,6 +73,9 @@ def parse_args(argv):
     p.add_argument("--images", type=int, default=384, help="images in the data set (384)")
     p.add_argument("--image-px", type=int, default=96, help="their width and height (96)")
     p.add_argument("--generate-only", action="store_true", help="make the data set, then exit")
+    p.add_argument("--ranks", type=int, default=1,
+                   help="train data-parallel in this many processes (DistributedDataParallel over "
+                        "gloo, started by torch.multiprocessing.spawn), each with its own DataLoader")
     p.add_argument("--launcher", action="store_true",
                    help="run the training in a child process, as torchrun would, and wait for it")
     p.add_argument("--warmup-steps", type=int, default=2,
@@ -108,6 +112,8 @@ def parse_args(argv):
         p.error("--workers >= 0, --batch-size >= 1 and --warmup-steps >= 0 please")
     if args.datapipe and args.epochs != 1:
         p.error("the datapipe chain runs one epoch")
+    if args.ranks < 1:
+        p.error("--ranks >= 1 please")
     if args.workers == 0 and args.persistent_workers:
         p.error("--persistent-workers needs --workers > 0")
     return args
@@ -190,6 +196,27 @@ def measure(calls, first_batch):
     return len(step_s), sum(wait_s), sum(step_s), step_s, wait_s
 
 
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_rank(rank, args, manifest, port, wall0):
+    """One data-parallel training process (torch.multiprocessing.spawn's
+    target): joins the gloo group, then trains as a single process would,
+    its gradients averaged with the other ranks' at each step."""
+    import torch.distributed as dist  # pylint: disable=import-outside-toplevel
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=args.ranks)
+    try:
+        rc = train_process(args, manifest, wall0, rank)
+    finally:
+        dist.destroy_process_group()
+    if rc:
+        sys.exit(rc)
+
+
 def main(argv):
     args = parse_args(argv)
     if args.launcher:
@@ -199,12 +226,23 @@ def main(argv):
     if args.generate_only:
         print(f"data set: {args.data_dir} ({manifest['images']} images of {manifest['size']} px)")
         return 0
+    if args.ranks > 1:
+        import torch.multiprocessing as mp  # pylint: disable=import-outside-toplevel
+        mp.spawn(run_rank, args=(args, manifest, free_port(), wall0), nprocs=args.ranks)
+        return 0
+    return train_process(args, manifest, wall0, None)
+
+
+def train_process(args, manifest, wall0, rank):
+    """Trains and prints the summary line: the whole run, or one rank's."""
     torch.set_num_threads(1)
     torch.manual_seed(args.seed)
     files = manifest["files"]
     steps_per_epoch = args.steps // args.epochs
     loader, sampler = make_loader(args, files, steps_per_epoch * args.batch_size)
     net = model.SmallConvNet(args.model_width, args.model_extra, dataset.CLASSES)
+    if rank is not None:
+        net = torch.nn.parallel.DistributedDataParallel(net)
     optimizer = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
 
     train0 = time.perf_counter()
@@ -232,7 +270,8 @@ def main(argv):
           f"median_step_s={median_step:.6f} "
           f"median_wait_s={statistics.median(wait_s) if wait_s else 0.0:.6f} "
           f"first_loss={losses[0] if losses else 0:.6f} last_loss={losses[-1] if losses else 0:.6f} "
-          f"data_checksum={checksum:08x} pid={os.getpid()} status={'ok' if ok else 'failed'}",
+          f"data_checksum={checksum:08x} pid={os.getpid()} rank={-1 if rank is None else rank} "
+          f"status={'ok' if ok else 'failed'}",
           flush=True)
     return 0 if ok else 1
 

@@ -240,12 +240,13 @@ void ExpectTimelineGivesTheSteps(const ReportFolder& r) {
   const json& steps = r.summary["steps"];
   const int count = steps["count"];
   ASSERT_GT(count, 0) << steps.dump();
-  // The training process: the one whose loop recorded steps, "main".
-  int64_t main_pid = -1;
-  for (const json& p : r.summary["processes"]) {
-    if (p["role"] == "main") main_pid = p["pid"];
-  }
-  ASSERT_GT(main_pid, 0) << r.summary["processes"].dump();
+  // The training process whose steps are analysed (one of several "main"
+  // ones under data-parallel training).
+  const int64_t main_pid = steps.value("pid", int64_t{-1});
+  ASSERT_GT(main_pid, 0) << steps.dump();
+  bool is_main = false;
+  for (const json& p : r.summary["processes"]) is_main |= p["pid"] == main_pid && p["role"] == "main";
+  EXPECT_TRUE(is_main) << "steps.pid " << main_pid << " is not a training process";
   // Its steps (by track: the loop's thread has the most) and data waits.
   std::map<int64_t, std::vector<std::pair<double, double>>> steps_by_track;  // [begin, end) in s
   std::vector<std::pair<double, double>> waits;
