@@ -11,6 +11,7 @@
 #include <map>
 #include <set>
 #include <tuple>
+#include <utility>
 
 namespace dlprof {
 namespace {
@@ -147,32 +148,48 @@ std::vector<RoleDecision> DecideRoles(const Profile& profile) {
 void AnalyzeSteps(const Profile& profile, Analysis* a, uint32_t* train_process, uint32_t* train_tid,
                   WaitIndex* waits) {
   // The loop to analyse: the training process with the most steps. Among
-  // processes with about as many (data-parallel ranks, which step together),
-  // the one that waited most for data: the others wait for it in their
-  // gradient all-reduce, so its wait is what the whole run loses.
-  struct Loop {
-    int steps = 0;
-    double step_ns = 0, wait_ns = 0;
-  };
-  std::map<uint32_t, Loop> loops;
+  // its siblings with about as many (data-parallel ranks, which a launcher
+  // starts side by side and which step together), the one that waited most
+  // for data after the warm-up: the others wait for it in their gradient
+  // all-reduce, so its wait is what the whole run loses. (A parent and its
+  // child are no ranks: an evaluation loop the trainer forks is not chosen.)
+  std::map<uint32_t, std::vector<std::pair<int64_t, int64_t>>> step_spans, wait_spans;
   for (const Interval& iv : profile.intervals) {
-    if (iv.kind == IntervalKind::kStep) {
-      loops[iv.process].steps++;
-      loops[iv.process].step_ns += static_cast<double>(iv.end_ns - iv.begin_ns);
-    } else if (iv.kind == IntervalKind::kWait) {
-      loops[iv.process].wait_ns += static_cast<double>(iv.end_ns - iv.begin_ns);
-    }
+    if (iv.process >= profile.processes.size()) continue;
+    if (iv.kind == IntervalKind::kStep) step_spans[iv.process].push_back({iv.begin_ns, iv.end_ns});
+    else if (iv.kind == IntervalKind::kWait) wait_spans[iv.process].push_back({iv.begin_ns, iv.end_ns});
   }
-  int most = 0;
-  for (const auto& [process, l] : loops) most = std::max(most, l.steps);
-  if (most == 0) return;
-  uint32_t proc = 0;
-  double most_wait = -1;
-  for (const auto& [process, l] : loops) {
-    if (l.steps == 0 || l.steps < most - std::max(1, most / 10)) continue;
-    const double wait = l.step_ns > 0 ? l.wait_ns / l.step_ns : 0;
+  if (step_spans.empty()) return;
+  uint32_t proc = step_spans.begin()->first;
+  for (const auto& [process, spans] : step_spans) {
+    if (spans.size() > step_spans[proc].size()) proc = process;
+  }
+  const size_t most = step_spans[proc].size();
+  // Wait over step time from the first step after the warm-up.
+  auto steady_wait = [&](uint32_t process) {
+    std::vector<std::pair<int64_t, int64_t>>& spans = step_spans[process];
+    std::sort(spans.begin(), spans.end());
+    const size_t warmup = static_cast<size_t>(std::max<int64_t>(0, Field(profile.processes[process], "warmup_steps", 2)));
+    const size_t first = warmup < spans.size() ? warmup : 0;
+    double step_ns = 0, wait_ns = 0;
+    for (size_t k = first; k < spans.size(); ++k) step_ns += static_cast<double>(spans[k].second - spans[k].first);
+    for (const auto& [b, e] : wait_spans[process]) {
+      if (b >= spans[first].first) wait_ns += static_cast<double>(e - b);
+    }
+    return step_ns > 0 ? wait_ns / step_ns : 0.0;
+  };
+  const Process& most_steps = profile.processes[proc];
+  double most_wait = steady_wait(proc);
+  int ranks = 1;
+  for (const auto& [process, spans] : step_spans) {
+    const Process& q = profile.processes[process];
+    if (process == proc || q.host != most_steps.host || q.ppid != most_steps.ppid || q.ppid <= 0) continue;
+    if (static_cast<double>(spans.size()) < 0.9 * static_cast<double>(most)) continue;
+    ++ranks;
+    const double wait = steady_wait(process);
     if (wait > most_wait) proc = process, most_wait = wait;
   }
+  a->steps.ranks = ranks;
   const Process& p = profile.processes[proc];
   std::vector<Interval> steps;
   std::map<uint32_t, int> steps_per_tid;
@@ -609,20 +626,18 @@ int TrainerOf(const Profile& profile, const Analysis& a,
 // while the next ones start). Ids are per training process (each DDP rank's
 // DataLoader numbers its workers from 0) and per host (merged runs' clocks
 // do not compare). `only_trainer` >= 0 counts that training process's only.
-WorkerCount CountWorkersOf(const Profile& profile, const Analysis& a, int only_trainer) {
+// `trainer_of`: each process's TrainerOf.
+WorkerCount CountWorkersOf(const Profile& profile, const Analysis& a, const std::vector<int>& trainer_of,
+                           int only_trainer) {
   WorkerCount c;
-  std::map<std::pair<std::string, int>, size_t> by_pid;
-  for (size_t i = 0; i < a.processes.size(); ++i) {
-    by_pid[{profile.processes[i].host, profile.processes[i].pid}] = i;
-    c.training_processes += a.processes[i].role == "main";
-  }
+  for (const ProcessStats& ps : a.processes) c.training_processes += ps.role == "main";
   std::map<std::string, std::vector<std::pair<int64_t, int>>> lives;  // host -> (time, +1/-1)
   std::set<std::tuple<std::string, int, int>> ids;                   // (host, trainer, worker id)
   bool all_ids = true, all_times = true;
   for (size_t i = 0; i < a.processes.size(); ++i) {
     const ProcessStats& ps = a.processes[i];
     if (ps.role != "worker") continue;
-    const int trainer = TrainerOf(profile, a, by_pid, i);
+    const int trainer = trainer_of[i];
     if (only_trainer >= 0 && trainer != only_trainer) continue;
     ++c.processes;
     const Process& p = profile.processes[i];
@@ -653,11 +668,18 @@ WorkerCount CountWorkersOf(const Profile& profile, const Analysis& a, int only_t
 // Every worker, and those of the training process whose steps are analysed
 // (all of them when there is one training process, or no steps).
 WorkerCount CountWorkers(const Profile& profile, const Analysis& a) {
-  WorkerCount c = CountWorkersOf(profile, a, -1);
+  std::map<std::pair<std::string, int>, size_t> by_pid;
+  for (size_t i = 0; i < a.processes.size(); ++i) by_pid[{profile.processes[i].host, profile.processes[i].pid}] = i;
+  std::vector<int> trainer_of(a.processes.size(), -1);
+  for (size_t i = 0; i < a.processes.size(); ++i) {
+    if (a.processes[i].role == "worker") trainer_of[i] = TrainerOf(profile, a, by_pid, i);
+  }
+  WorkerCount c = CountWorkersOf(profile, a, trainer_of, -1);
   if (c.training_processes > 1 && a.steps.process < a.processes.size() &&
       a.processes[a.steps.process].role == "main") {
-    c.feeding_loop = CountWorkersOf(profile, a, static_cast<int>(a.steps.process)).concurrent;
+    c.feeding_loop = CountWorkersOf(profile, a, trainer_of, static_cast<int>(a.steps.process)).concurrent;
   }
+  c.trainer_of = std::move(trainer_of);
   return c;
 }
 
@@ -736,6 +758,11 @@ bool UnmarkedWorkersVerdict(const Profile& profile, Analysis* a) {
   for (const Sample& s : profile.samples) {
     if (s.kind != SampleKind::kWall || s.process >= a->processes.size() || s.wall_ns <= 0) continue;
     if (a->processes[s.process].role != "worker") continue;
+    // Under several training processes, only the analysed loop's workers.
+    if (a->workers.training_processes > 1 &&
+        a->workers.trainer_of[s.process] != static_cast<int>(a->steps.process)) {
+      continue;
+    }
     // A record ends at its time and spans its wall time: the part inside.
     const int64_t begin = s.time_ns - s.wall_ns;
     const double inside = static_cast<double>(std::max<int64_t>(
@@ -749,7 +776,7 @@ bool UnmarkedWorkersVerdict(const Profile& profile, Analysis* a) {
   std::map<uint32_t, Time> busiest;  // by process
   for (const auto& [key, t] : by_thread) {
     Time& b = busiest[key.first];
-    if (t.busy > b.busy) b = t;
+    if (t.busy > b.busy || b.wall == 0) b = t;  // a worker idle throughout counts too
   }
   std::map<int, Time> by_worker;  // by worker id; re-forked workers share theirs
   Time all;
@@ -808,12 +835,8 @@ void DecideVerdict(const Profile& profile, bool has_steps, const WaitIndex& wait
     v.basis = "steps";
     // Under several training processes (DDP ranks) the verdict is about one
     // loop's steps: say whose.
-    const int trainers = a->workers.training_processes;
-    v.evidence.push_back("The training loop" +
-                         (trainers > 1 ? " of pid " + std::to_string(steps.pid) + " (of " +
-                                             std::to_string(trainers) +
-                                             " training processes, the one that waited most)"
-                                       : std::string()) +
+    const std::string whose = AnalysedLoop(*a);
+    v.evidence.push_back("The training loop" + (whose.empty() ? "" : " of " + whose + ",") +
                          " waited for data " + Pct(steps.data_wait_fraction) +
                          " of its step time over " + std::to_string(steps.count) + " steps (median step " +
                          Fmt("%.1f ms, median wait %.1f ms).", steps.median_s * 1e3,
@@ -942,7 +965,7 @@ void DecideVerdict(const Profile& profile, bool has_steps, const WaitIndex& wait
         wanted = delivered / (1 - steps.data_wait_fraction);
       }
       v.advice.push_back(WorkerCpuAdvice(a->contention, best->name, workers, delivered, wanted,
-                                         wc.training_processes));
+                                         a->steps.ranks));
     } else {
       v.advice.push_back("'" + best->name + "' runs in the training process and blocks it: move "
                          "it to worker processes, or make it cheaper.");
@@ -954,9 +977,13 @@ void DecideVerdict(const Profile& profile, bool has_steps, const WaitIndex& wait
     // Every worker counts, also one whose time in the stage was too short for
     // any wall tick to see: fast workers beside a slow one are exactly that.
     // Workers re-forked every epoch are one worker each: summed by worker id.
+    // Under several training processes, the analysed loop's workers only
+    // (each rank numbers its own from 0).
     std::map<int, double> by_id;  // worker id -> self wall in the stage
-    for (const ProcessStats& p : a->processes) {
+    for (size_t k = 0; k < a->processes.size(); ++k) {
+      const ProcessStats& p = a->processes[k];
       if (p.role != "worker" || p.worker < 0) continue;
+      if (wc.training_processes > 1 && wc.trainer_of[k] != static_cast<int>(a->steps.process)) continue;
       double& self_wall = by_id[p.worker];
       for (size_t i = 0; i < best->pids.size(); ++i) {
         if (best->pids[i] == p.pid) self_wall += best->self_wall_by_pid[i];
@@ -1049,6 +1076,17 @@ Analysis Analyze(const Profile& profile) {
   for (const std::string& w : profile.warnings) a.warnings.push_back(w);
   MergedRunsNote(profile, a.steps, &a);
   return a;
+}
+
+std::string AnalysedLoop(const Analysis& a) {
+  if (a.workers.training_processes <= 1 || a.steps.pid == 0) return "";
+  const std::string who = "pid " + std::to_string(a.steps.pid);
+  if (a.steps.ranks > 1) {
+    return who + " (of " + std::to_string(a.steps.ranks) +
+           " ranks stepping together, the one that waited most for data)";
+  }
+  return who + " (of " + std::to_string(a.workers.training_processes) +
+         " training processes, the one with the most steps)";
 }
 
 const std::string& ProcessRole(const Profile& profile, const Analysis& analysis, size_t i) {

@@ -26,6 +26,7 @@ struct StepStats {
   double distortion = 0;
   uint32_t process = 0;           // the training loop's process
   int pid = 0;                    // its pid (0: no steps)
+  int ranks = 1;                  // it and its sibling loops it was chosen from (DDP ranks)
   std::vector<double> step_s, wait_s;  // per analysed step, in order
   int64_t begin_ns = 0, end_ns = 0;    // the analysed steps' span (0, 0 without steps)
   uint32_t tid = 0;                    // the training loop's thread
@@ -97,6 +98,7 @@ struct WorkerCount {
   int processes = 0;   // worker processes over the whole run
   int feeding_loop = 0;  // of those at a time, the ones feeding the analysed training loop
   int training_processes = 0;
+  std::vector<int> trainer_of;  // by process: the training process it works for, -1 if none
 };
 
 // CPU contention (reports/analysis_contention.cc): whether the program's
@@ -194,6 +196,10 @@ Analysis Analyze(const Profile& profile);
 // (Analysis::processes[i].role), or the recorded one for an index it lacks.
 // Every writer labels processes with this, so that pprof's `role` label, the
 // trace and the page agree with summary.json.
+// Whose loop the steps are, when several processes record steps: "pid N
+// (of R ranks stepping together, ...)"; "" with one training process.
+std::string AnalysedLoop(const Analysis& a);
+
 const std::string& ProcessRole(const Profile& profile, const Analysis& analysis, size_t i);
 
 // The run ids (DLPROF_RUN_ID, the `run_id` field of each .dlprof file) of

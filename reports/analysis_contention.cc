@@ -173,6 +173,11 @@ std::string WorkerCpuAdvice(const CpuContention& c, const std::string& stage, in
   std::string out = "'" + stage + "' is compute-bound in the workers (" + n_workers(workers) + per +
                     (loops > 1 ? ", " + std::to_string(loops) + " training processes," : "") + " on " +
                     Cores(c.cores) + where + "). ";
+  if (loops > c.free_cores) {
+    return out + "The " + std::to_string(loops) + " training processes leave their workers " + free +
+           ", less than one each: more workers would only wait for them. Make '" + stage +
+           "' cheaper (or drop work from the stages), or run on more cores.";
+  }
   if (c.saturated) {
     return out + "The cores are saturated, so more workers would make it worse: use at most " +
            n_workers(share) + per + " for the " + free + ", make '" + stage +

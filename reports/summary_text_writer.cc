@@ -58,10 +58,8 @@ class SummaryTextWriter : public ReportWriter {
     } else {
       out += Line("  %d steps (%d warm-up dropped): median %.2f ms, p90 %.2f ms, p99 %.2f ms",
                   s.count, s.warmup_dropped, s.median_s * 1e3, s.p90_s * 1e3, s.p99_s * 1e3);
-      if (a.workers.training_processes > 1) {
-        out += Line("  of pid %d, the training process that waited most for data (of %d)", s.pid,
-                    a.workers.training_processes);
-      }
+      const std::string whose = AnalysedLoop(a);
+      if (!whose.empty()) out += Line("  of %s", whose.c_str());
       out += Line("  waiting for data: %.1f%% of step time, median %.2f ms per step",
                   100 * s.data_wait_fraction, s.data_wait_median_s * 1e3);
     }

@@ -486,8 +486,8 @@ TEST(AnalysisWorkers, EachRankOfADdpRunHasItsOwnWorkers) {
             std::string::npos)
       << evidence;
   EXPECT_EQ(evidence.find("started anew"), std::string::npos) << evidence;
-  EXPECT_NE(evidence.find("The training loop of pid 102 (of 2 training processes, the one that "
-                          "waited most) waited for data 60%"),
+  EXPECT_NE(evidence.find("The training loop of pid 102 (of 2 ranks stepping together, the one that "
+                          "waited most for data), waited for data 60%"),
             std::string::npos)
       << evidence;
   // The ranks run all the time (they never block in this run): 2 cores, 5
@@ -512,7 +512,7 @@ TEST(AnalysisWorkers, EachRankOfADdpRunHasItsOwnWorkers) {
                                       {"training_processes", 2}}));
   EXPECT_EQ(summary["steps"]["pid"], 102);
   const std::string text = MakeSummaryTextWriter()->Render(run.p, a);
-  EXPECT_NE(text.find("of pid 102, the training process that waited most for data (of 2)"),
+  EXPECT_NE(text.find("of pid 102 (of 2 ranks stepping together, the one that waited most for data)"),
             std::string::npos)
       << text;
   EXPECT_NE(text.find("2 training processes, 4 workers at a time (2 feeding the analysed loop; 4 "
@@ -521,18 +521,129 @@ TEST(AnalysisWorkers, EachRankOfADdpRunHasItsOwnWorkers) {
       << text;
 }
 
-// A training process with far fewer steps (a short evaluation loop, say) is
-// not the one analysed, however long it waited.
-TEST(AnalysisWorkers, ALoopWithFarFewerStepsIsNotAnalysedForItsWait) {
+// No stage marked, two ranks: the workers judged are the analysed rank's.
+// Rank 1 waits for data (80%) while its workers compute; rank 0 hardly
+// waits and its workers sit blocked. Merged by worker id, the four would be
+// busy half of the time.
+TEST(AnalysisWorkers, UnmarkedWorkersAreJudgedForTheAnalysedRankOnly) {
+  RunBuilder run;
+  run.Add(100, 1, "main", -1, "/usr/bin/python3 launch.py", 0, 3300);
+  for (int r = 0; r < 2; ++r) {
+    const int pid = 101 + r;
+    const uint32_t rank = run.Add(pid, 100, "worker", -1, "/usr/bin/python3 train.py", 10, 3200);
+    run.Steps(rank, pid, 30, 100, 100, r == 1 ? 80 : 10);
+    run.InProcess(rank, pid, 30, 100, 100, r == 1 ? 80 : 10, "", "");
+    for (int k = 0; k < 2; ++k) {
+      const int wpid = 200 + 10 * r + k;
+      const uint32_t w = run.Add(wpid, pid, "worker", k, "/usr/bin/python3 train.py", 50, 3150, "_exit");
+      run.Wall(w, static_cast<uint32_t>(wpid), "", 100, 3100, /*on_cpu=*/r == 1);
+    }
+  }
+  Analysis a = Analyze(run.p);
+  EXPECT_EQ(a.steps.pid, 102);
+  const Verdict& v = a.verdict;
+  EXPECT_EQ(v.bottleneck_role, "worker");
+  EXPECT_EQ(v.bottleneck_kind, "cpu");
+  const std::string evidence = Joined(v.evidence);
+  EXPECT_NE(evidence.find("were busy (on a CPU or waiting for one) 100% of their time (worker 0 100%, "
+                          "worker 1 100%): the loop waits for their work."),
+            std::string::npos)
+      << evidence;
+}
+
+// A worker blocked throughout (its busiest thread never busy) still counts
+// in the workers' busy share: three workers, one computing, two idle, are
+// busy a third of the time, and the loop's wait is not blamed on them.
+TEST(AnalysisWorkers, AnIdleUnmarkedWorkerCountsInTheBusyShare) {
   RunBuilder run;
   const uint32_t trainer = run.Add(100, 1, "main", -1, "/usr/bin/python3 train.py", 0, 3300);
-  const uint32_t eval = run.Add(101, 100, "worker", -1, "/usr/bin/python3 eval.py", 10, 3200);
-  run.Steps(trainer, 100, 30, 100, 100, 20);
-  run.Steps(eval, 101, 20, 100, 100, 90);
+  run.Steps(trainer, 100, 30, 100, 100, 60);
+  run.InProcess(trainer, 100, 30, 100, 100, 60, "", "");
+  for (int k = 0; k < 3; ++k) {
+    const uint32_t w = run.Add(200 + k, 100, "worker", k, "/usr/bin/python3 train.py", 50, 3150, "_exit");
+    run.Wall(w, static_cast<uint32_t>(200 + k), "", 100, 3100, /*on_cpu=*/k == 0);
+  }
   Analysis a = Analyze(run.p);
-  EXPECT_EQ(a.steps.process, trainer);
-  EXPECT_EQ(a.steps.pid, 100);
-  EXPECT_NEAR(a.verdict.data_wait_fraction, 0.2, 1e-9);
+  const std::string evidence = Joined(a.verdict.evidence);
+  EXPECT_NE(evidence.find("busy (on a CPU or waiting for one) 33% of their time (worker 0 100%, worker 1 "
+                          "0%, worker 2 0%): most of it they were blocked or idle."),
+            std::string::npos)
+      << evidence;
+}
+
+// Which loop is analysed when several processes record steps.
+// - An evaluation loop the trainer forks steps as often and waits longer:
+//   it is the trainer's child, not a rank beside it, and is not chosen.
+// - A sibling with far fewer steps is not a rank stepping with it.
+// - Ranks are compared on their waits after the warm-up: a rank whose first
+//   step waited seconds (a slow worker start) is not the one that waits.
+TEST(AnalysisWorkers, TheAnalysedLoopIsTheRankThatWaitsNotAnEvaluationChild) {
+  {
+    RunBuilder run;
+    const uint32_t trainer = run.Add(100, 1, "main", -1, "/usr/bin/python3 train.py", 0, 3300);
+    const uint32_t eval = run.Add(101, 100, "worker", -1, "/usr/bin/python3 train.py", 10, 3200);
+    run.Steps(trainer, 100, 30, 100, 100, 20);
+    run.Steps(eval, 101, 30, 100, 100, 90);
+    Analysis a = Analyze(run.p);
+    EXPECT_EQ(a.steps.pid, 100);
+    EXPECT_EQ(a.steps.ranks, 1);
+    EXPECT_NEAR(a.verdict.data_wait_fraction, 0.2, 1e-9);
+    EXPECT_NE(Joined(a.verdict.evidence).find("The training loop of pid 100 (of 2 training processes, "
+                                              "the one with the most steps), waited"),
+              std::string::npos)
+        << Joined(a.verdict.evidence);
+  }
+  {
+    RunBuilder run;
+    run.Add(100, 1, "main", -1, "/usr/bin/python3 launch.py", 0, 3300);
+    const uint32_t r0 = run.Add(101, 100, "worker", -1, "/usr/bin/python3 train.py", 10, 3200);
+    const uint32_t r1 = run.Add(102, 100, "worker", -1, "/usr/bin/python3 train.py", 10, 3200);
+    run.Steps(r0, 101, 30, 100, 100, 20);
+    run.Steps(r1, 102, 20, 100, 100, 90);
+    Analysis a = Analyze(run.p);
+    EXPECT_EQ(a.steps.pid, 101);
+    EXPECT_EQ(a.steps.ranks, 1);
+  }
+  {
+    RunBuilder run;
+    run.Add(100, 1, "main", -1, "/usr/bin/python3 launch.py", 0, 6300);
+    const uint32_t r0 = run.Add(101, 100, "worker", -1, "/usr/bin/python3 train.py", 10, 6200);
+    const uint32_t r1 = run.Add(102, 100, "worker", -1, "/usr/bin/python3 train.py", 10, 6200);
+    for (uint32_t r : {r0, r1}) run.p.processes[r].fields["warmup_steps"] = "2";
+    // Rank 0: a first step of 3 s, all of it waiting, then 10% waits; rank 1
+    // waits 50% of every step.
+    run.Steps(r0, 101, 1, 100, 3000, 3000);
+    run.Steps(r0, 101, 29, 3100, 100, 10);
+    run.Steps(r1, 102, 30, 100, 100, 50);
+    Analysis a = Analyze(run.p);
+    EXPECT_EQ(a.steps.pid, 102);
+    EXPECT_EQ(a.steps.ranks, 2);
+    EXPECT_NEAR(a.verdict.data_wait_fraction, 0.5, 1e-9);
+  }
+}
+
+// Worker imbalance is within the analysed rank's workers: rank 0 has two
+// workers and rank 1 one, each busy in 'decode' all along. Pooled by worker
+// id, "worker 0" (two processes) took twice the others' time.
+TEST(AnalysisWorkers, ImbalanceIsAmongTheAnalysedRanksWorkers) {
+  RunBuilder run;
+  run.Add(100, 1, "main", -1, "/usr/bin/python3 launch.py", 0, 3300);
+  for (int r = 0; r < 2; ++r) {
+    const int pid = 101 + r;
+    const uint32_t rank = run.Add(pid, 100, "worker", -1, "/usr/bin/python3 train.py", 10, 3200);
+    run.Steps(rank, pid, 30, 100, 100, r == 0 ? 60 : 40);
+    run.InProcess(rank, pid, 30, 100, 100, r == 0 ? 60 : 40, "", "forward");
+    for (int k = 0; k < 2 - r; ++k) {
+      const int wpid = 200 + 10 * r + k;
+      const uint32_t w = run.Add(wpid, pid, "worker", k, "/usr/bin/python3 train.py", 50, 3150, "_exit");
+      run.Wall(w, static_cast<uint32_t>(wpid), "decode", 100, 3100);
+    }
+  }
+  Analysis a = Analyze(run.p);
+  EXPECT_EQ(a.steps.pid, 101);
+  EXPECT_EQ(a.verdict.bottleneck_stage, "decode");
+  EXPECT_NEAR(a.verdict.worker_imbalance, 1.0, 1e-9);
+  EXPECT_EQ(Joined(a.verdict.advice).find("imbalanced"), std::string::npos) << Joined(a.verdict.advice);
 }
 
 // The forkserver start method: the trainer spawns the resource tracker and

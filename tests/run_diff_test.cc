@@ -140,14 +140,16 @@ TEST(RunDiff, WorkersStepsAndVerdict) {
   before.steps.count = 10;
   before.steps.median_s = 0.2;
   before.steps.mean_s = 0.25;
-  before.workers = {2, 2};
+  before.workers.concurrent = 2;
+  before.workers.processes = 2;
   ProcessStats w;
   w.role = "worker";
   w.cpu_s = 1;
   w.wall_s = 2;
   before.processes = {w, w};
   after.verdict.basis = "none";  // no steps, no buffers: no wait share to compare
-  after.workers = {0, 0};
+  after.workers.concurrent = 0;
+  after.workers.processes = 0;
   const RunDiff d = DiffRuns(before, after);
   EXPECT_TRUE(d.data_wait_fraction.has_before);
   EXPECT_FALSE(d.data_wait_fraction.has_after);
