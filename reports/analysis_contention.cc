@@ -174,8 +174,10 @@ std::string WorkerCpuAdvice(const CpuContention& c, const std::string& stage, in
                     (loops > 1 ? ", " + std::to_string(loops) + " training processes," : "") + " on " +
                     Cores(c.cores) + where + "). ";
   if (loops > c.free_cores) {
-    return out + "The " + std::to_string(loops) + " training processes leave their workers " + free +
-           ", less than one each: more workers would only wait for them. Make '" + stage +
+    return out + "The " + std::to_string(loops) + " training processes leave their workers " +
+           std::to_string(c.free_cores) + " free " + (c.free_cores == 1 ? "core" : "cores") +
+           ", less than one each: more workers would only wait for " +
+           (c.free_cores == 1 ? "it" : "them") + ". Make '" + stage +
            "' cheaper (or drop work from the stages), or run on more cores.";
   }
   if (c.saturated) {

@@ -521,6 +521,33 @@ TEST(AnalysisWorkers, EachRankOfADdpRunHasItsOwnWorkers) {
       << text;
 }
 
+// Three ranks on 2 cores, each computing all its step: they leave their
+// workers one core, less than one each, and the advice asks for no worker.
+TEST(AnalysisWorkers, RanksOutnumberingTheFreeCoresAreAdvisedNoMoreWorkers) {
+  RunBuilder run;
+  run.Add(100, 1, "main", -1, "/usr/bin/python3 launch.py", 0, 3300);
+  for (int r = 0; r < 3; ++r) {
+    const int pid = 101 + r;
+    const uint32_t rank = run.Add(pid, 100, "worker", -1, "/usr/bin/python3 train.py", 10, 3200);
+    run.Steps(rank, pid, 30, 100, 100, 40);
+    run.InProcess(rank, pid, 30, 100, 100, 40, "", "forward");
+    const uint32_t w = run.Add(200 + r, pid, "worker", 0, "/usr/bin/python3 train.py", 50, 3150, "_exit");
+    run.Wall(w, static_cast<uint32_t>(200 + r), "decode", 100, 3100);
+  }
+  for (Process& p : run.p.processes) p.fields["cpus"] = "2";
+  Analysis a = Analyze(run.p);
+  EXPECT_EQ(a.steps.ranks, 3);
+  EXPECT_EQ(a.workers.feeding_loop, 1);
+  const std::string advice = Joined(a.verdict.advice);
+  EXPECT_NE(advice.find("(1 worker per training process, 3 training processes, on 2 cores on the "
+                        "profiled machine). The 3 training processes leave their workers 1 free "
+                        "core, less than one each: more workers would only wait for it. Make "
+                        "'decode' cheaper"),
+            std::string::npos)
+      << advice;
+  EXPECT_EQ(advice.find("use at most"), std::string::npos) << advice;
+}
+
 // No stage marked, two ranks: the workers judged are the analysed rank's.
 // Rank 1 waits for data (80%) while its workers compute; rank 0 hardly
 // waits and its workers sit blocked. Merged by worker id, the four would be
