@@ -630,7 +630,6 @@ int TrainerOf(const Profile& profile, const Analysis& a,
 WorkerCount CountWorkersOf(const Profile& profile, const Analysis& a, const std::vector<int>& trainer_of,
                            int only_trainer) {
   WorkerCount c;
-  for (const ProcessStats& ps : a.processes) c.training_processes += ps.role == "main";
   std::map<std::string, std::vector<std::pair<int64_t, int>>> lives;  // host -> (time, +1/-1)
   std::set<std::tuple<std::string, int, int>> ids;                   // (host, trainer, worker id)
   bool all_ids = true, all_times = true;
@@ -675,12 +674,21 @@ WorkerCount CountWorkers(const Profile& profile, const Analysis& a) {
     if (a.processes[i].role == "worker") trainer_of[i] = TrainerOf(profile, a, by_pid, i);
   }
   WorkerCount c = CountWorkersOf(profile, a, trainer_of, -1);
+  for (const ProcessStats& ps : a.processes) c.training_processes += ps.role == "main";
   if (c.training_processes > 1 && a.steps.process < a.processes.size() &&
       a.processes[a.steps.process].role == "main") {
     c.feeding_loop = CountWorkersOf(profile, a, trainer_of, static_cast<int>(a.steps.process)).concurrent;
   }
   c.trainer_of = std::move(trainer_of);
   return c;
+}
+
+// Whether worker process `i` counts for the analysed loop: every worker
+// under one training process; under several, the analysed one's only (each
+// DDP rank numbers its workers from 0).
+bool FeedsAnalysedLoop(const Analysis& a, size_t i) {
+  return a.workers.training_processes <= 1 ||
+         a.workers.trainer_of[i] == static_cast<int>(a.steps.process);
 }
 
 // The training loop's own work inside its waits, outside any data stage: CPU
@@ -758,11 +766,7 @@ bool UnmarkedWorkersVerdict(const Profile& profile, Analysis* a) {
   for (const Sample& s : profile.samples) {
     if (s.kind != SampleKind::kWall || s.process >= a->processes.size() || s.wall_ns <= 0) continue;
     if (a->processes[s.process].role != "worker") continue;
-    // Under several training processes, only the analysed loop's workers.
-    if (a->workers.training_processes > 1 &&
-        a->workers.trainer_of[s.process] != static_cast<int>(a->steps.process)) {
-      continue;
-    }
+    if (!FeedsAnalysedLoop(*a, s.process)) continue;
     // A record ends at its time and spans its wall time: the part inside.
     const int64_t begin = s.time_ns - s.wall_ns;
     const double inside = static_cast<double>(std::max<int64_t>(
@@ -977,13 +981,12 @@ void DecideVerdict(const Profile& profile, bool has_steps, const WaitIndex& wait
     // Every worker counts, also one whose time in the stage was too short for
     // any wall tick to see: fast workers beside a slow one are exactly that.
     // Workers re-forked every epoch are one worker each: summed by worker id.
-    // Under several training processes, the analysed loop's workers only
-    // (each rank numbers its own from 0).
+    // The analysed loop's workers only (FeedsAnalysedLoop).
     std::map<int, double> by_id;  // worker id -> self wall in the stage
     for (size_t k = 0; k < a->processes.size(); ++k) {
       const ProcessStats& p = a->processes[k];
       if (p.role != "worker" || p.worker < 0) continue;
-      if (wc.training_processes > 1 && wc.trainer_of[k] != static_cast<int>(a->steps.process)) continue;
+      if (!FeedsAnalysedLoop(*a, k)) continue;
       double& self_wall = by_id[p.worker];
       for (size_t i = 0; i < best->pids.size(); ++i) {
         if (best->pids[i] == p.pid) self_wall += best->self_wall_by_pid[i];
