@@ -134,12 +134,20 @@ echo "duration_s: $((SECONDS - start))" >>"$out/machine.txt"
 
 cat "$out/machine.txt"
 "$python" - "$out/runs.tsv" <<'EOF'
-import csv, statistics, sys
+import csv, random, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
 base = {r["rep"]: r for r in rows if r["mode"] == "none"}
 def med(v):
     return statistics.median(v) if v else float("nan")
-print("%-14s %4s %7s %7s  %-26s %-26s %7s %8s %8s %8s" % (
+def bootstrap_median(v, rounds=2000):
+    # A 90% interval for the median of the per-repetition ratios: medians of
+    # resamples (with replacement, fixed seed), their 5th and 95th centiles.
+    if len(v) < 2:
+        return float("nan"), float("nan")
+    rng = random.Random(1)
+    ms = sorted(statistics.median(rng.choices(v, k=len(v))) for _ in range(rounds))
+    return ms[int(0.05 * rounds)], ms[int(0.95 * rounds) - 1]
+print("%-14s %4s %7s %7s  %-42s %-42s %7s %8s %8s %8s" % (
     "mode", "runs", "cpu_s", "wall_s", "cpu ratio med [min-max]", "wall ratio med [min-max]",
     "samples", "py_share", "handler", "handler%"))
 for m, hz in sorted({(r["mode"], r["hz"]) for r in rows}, key=lambda k: (k[0] != "none", int(k[1]), k[0])):
@@ -153,16 +161,19 @@ for m, hz in sorted({(r["mode"], r["hz"]) for r in rows}, key=lambda k: (k[0] !=
         for key in ("cpu_s", "wall_s"):
             ratios = [float(r[key]) / float(base[r["rep"]][key]) for r in rs if r["rep"] in base]
             of_medians = med([float(r[key]) for r in rs]) / med([float(b[key]) for b in base.values()])
-            cells.append("%.3f [%.3f-%.3f] (%.3f)" % (med(ratios), min(ratios), max(ratios), of_medians))
+            lo, hi = bootstrap_median(ratios)
+            cells.append("%.3f [%.3f-%.3f] (%.3f) ci90 %.3f-%.3f" % (
+                med(ratios), min(ratios), max(ratios), of_medians, lo, hi))
         nums = lambda k: [float(r[k]) for r in rs if r[k] != "NA"]
         shares = [float(r["samples"]) * float(r["handler_ns_per_sample"]) * 1e-9 /
                   float(base[r["rep"]]["cpu_s"]) for r in rs
                   if r["rep"] in base and "NA" not in (r["samples"], r["handler_ns_per_sample"])]
-        line += "  %-26s %-26s %7.0f %8.3f %6.0fus %7.2f%%" % (
+        line += "  %-42s %-42s %7.0f %8.3f %6.0fus %7.2f%%" % (
             cells[0], cells[1], med(nums("samples")), med(nums("py_share")),
             med(nums("handler_ns_per_sample")) / 1e3, 100 * med(shares))
     print(line)
-print("ratios: median of the per-repetition ratios [min-max], (ratio of the medians);"
+print("ratios: median of the per-repetition ratios [min-max], (ratio of the medians),"
+      " ci90: a bootstrap 90% interval of that median;"
       " py_share: weighted samples with a python_train.py frame; handler: mean per sample;"
       " handler%: all handler time / the unprofiled run's CPU time (median)")
 EOF
