@@ -27,6 +27,9 @@
 //                             by address and identity, every sample after a
 //                             code object's first); `cold`: a new table per
 //                             sample (every code object read: for information)
+//   BM_CodesSeenCheck         the handler's check after a walk of those 30
+//                             frames, all met (core/python_codes_seen.h): the
+//                             steady state's cost per sample
 //
 //   build/bench/python_walk_bench
 #include <benchmark/benchmark.h>
@@ -48,6 +51,7 @@
 
 #include "core/python_code.h"
 #include "core/python_codes.h"
+#include "core/python_codes_seen.h"
 #include "core/python_frames.h"
 #include "core/thread_registry.h"
 
@@ -212,6 +216,29 @@ void BM_FrameWord(benchmark::State& state, Drain mode) {
       n, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
 
+void BM_CodesSeenCheck(benchmark::State& state) {
+  const int n = static_cast<int>(g_chain_words.size() / kPyFrameWords);
+  const uint64_t* words = g_chain_words.data();
+  for (int k = 0; k < n; ++k) {
+    MarkPyCodeSeen(static_cast<uintptr_t>(words[kPyFrameWords * k] & ~kPyEntryBit),
+                   words[kPyFrameWords * k + 2]);
+  }
+  int unmet = 0;
+  for (auto _ : state) {
+    // As the handler does it: the first frame not met ends the loop.
+    for (int k = 0; k < n; ++k) {
+      if (!PyCodeSeen(static_cast<uintptr_t>(words[kPyFrameWords * k] & ~kPyEntryBit),
+                      words[kPyFrameWords * k + 2])) {
+        ++unmet;
+        break;
+      }
+    }
+    benchmark::DoNotOptimize(unmet);
+  }
+  if (unmet != 0) state.SkipWithError("a frame marked met was not");
+  state.counters["frames"] = n;
+}
+
 bool SetUp(std::string* error) {
   Py_InitializeEx(0);
   std::string version, state;
@@ -290,6 +317,7 @@ int main(int argc, char** argv) {
   benchmark::RegisterBenchmark("BM_PythonWalkUncached", dlprof::BM_PythonWalkUncached)->Arg(30);
   benchmark::RegisterBenchmark("BM_FrameWord/same_drain", dlprof::BM_FrameWord, dlprof::Drain::kSame);
   benchmark::RegisterBenchmark("BM_FrameWord/cold", dlprof::BM_FrameWord, dlprof::Drain::kCold);
+  benchmark::RegisterBenchmark("BM_CodesSeenCheck", dlprof::BM_CodesSeenCheck);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

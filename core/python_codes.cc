@@ -3,6 +3,7 @@
 #include <dlprof/format.h>
 
 #include "core/fault_handler.h"
+#include "core/python_codes_seen.h"
 #include "core/varint.h"
 
 namespace dlprof {
@@ -24,6 +25,7 @@ uint64_t PythonCodeTable::FrameWord(const PythonRuntime& py, uint64_t code_word,
   const uint64_t entry = (code_word & kPyEntryBit) != 0 ? DLPROF_PY_ENTRY_BIT : 0;
   auto it = by_address_.find(code);
   if (it == by_address_.end() || it->second.identity != identity) {
+    MarkPyCodeSeen(code, identity);  // samples of it no longer wake the collector
     // Not seen, or another object was there when it was read: read it now,
     // and keep it only if it is still the one the sample saw.
     Entry e;

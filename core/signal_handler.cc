@@ -11,8 +11,10 @@
 #include "backends/backend_factories.h"
 #include "backends/cfi_unwinder.h"
 #include "core/proc_maps.h"
+#include "core/python_codes_seen.h"
 #include "core/python_frames.h"
 #include "core/raw_syscall.h"
+#include "core/session_state.h"
 #include "core/signals.h"
 #include "core/stack_switch.h"
 #include "core/thread_registry.h"
@@ -179,6 +181,17 @@ __attribute__((noinline)) void TakeSample(void* arg) {
     for (int w = 0; w < kPyFrameWords * py_frames; ++w) s->samples.Put(py_pos + w, py[w]);
     s->samples.Commit(pos, n);
     s->samples_taken.fetch_add(1, std::memory_order_relaxed);
+    // Code the collector has not met: it may be freed within milliseconds
+    // (a module's, once its import ran, and it is often an outer frame:
+    // the module imports others), so the collector drains now, not at its
+    // next tick (core/python_codes_seen.h).
+    for (int f = 0; f < py_frames; ++f) {
+      const uint64_t* frame = py + kPyFrameWords * f;
+      if (!PyCodeSeen(static_cast<uintptr_t>(frame[0] & ~kPyEntryBit), frame[2])) {
+        if (TakePyCodeWake(start)) g_mailbox.Post(0);
+        break;
+      }
+    }
   }
   const int64_t spent = MonotonicNs() - start - preempted_ns;
   s->handler_ns.fetch_add(static_cast<uint64_t>(spent > 0 ? spent : 0), std::memory_order_relaxed);

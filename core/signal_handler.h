@@ -68,6 +68,9 @@ void RestoreSignalHandler(int signo);
 // unwinder: tests/signal_stack_test.cc); the unwind and the ring writes run on
 // the slot's unwind stack (ThreadSlot::unwind_stack, core/stack_switch.h).
 // It changes no per-thread state the program can see (no sigaltstack).
+// A sample with Python code the collector has not met wakes the
+// collector (one futex wake, at most one a millisecond per process:
+// core/python_codes_seen.h), so that it names that code before it is freed.
 void HandleProfilingSignal(int signo, siginfo_t* info, void* ucontext);
 
 // CLOCK_MONOTONIC in ns. This function is safe to call from asynchronous

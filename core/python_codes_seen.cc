@@ -1,0 +1,39 @@
+#include "core/python_codes_seen.h"
+
+#include <atomic>
+
+namespace dlprof {
+namespace {
+
+constexpr int kBits = 1 << 14;  // 2 KiB: ~16k code objects before bits are shared
+constexpr int64_t kMinWakeIntervalNs = 1000000;
+std::atomic<uint64_t> g_seen[kBits / 64];
+std::atomic<int64_t> g_last_wake_ns{0};
+
+uint32_t BitOf(uintptr_t code, uint64_t identity) {
+  // Objects are 16-byte aligned: the low bits say nothing.
+  const uint64_t h = ((code >> 4) ^ identity) * 0x9e3779b97f4a7c15ull;
+  return static_cast<uint32_t>(h >> (64 - 14));
+}
+
+}  // namespace
+
+bool PyCodeSeen(uintptr_t code, uint64_t identity) {
+  const uint32_t bit = BitOf(code, identity);
+  return (g_seen[bit / 64].load(std::memory_order_relaxed) >> (bit % 64) & 1) != 0;
+}
+
+void MarkPyCodeSeen(uintptr_t code, uint64_t identity) {
+  const uint32_t bit = BitOf(code, identity);
+  std::atomic<uint64_t>& word = g_seen[bit / 64];
+  const uint64_t mask = 1ull << (bit % 64);
+  if ((word.load(std::memory_order_relaxed) & mask) == 0) word.fetch_or(mask, std::memory_order_relaxed);
+}
+
+bool TakePyCodeWake(int64_t now_ns) {
+  int64_t last = g_last_wake_ns.load(std::memory_order_relaxed);
+  if (now_ns - last < kMinWakeIntervalNs) return false;
+  return g_last_wake_ns.compare_exchange_strong(last, now_ns, std::memory_order_relaxed);
+}
+
+}  // namespace dlprof
