@@ -1,6 +1,7 @@
 #include "reports/analysis.h"
 
 #include "reports/analysis_contention.h"
+#include "reports/analysis_text.h"
 
 #include <unistd.h>
 
@@ -24,14 +25,6 @@ double Quantile(std::vector<double> v, double q) {
   size_t hi = std::min(lo + 1, v.size() - 1);
   return v[lo] + (v[hi] - v[lo]) * (pos - lo);
 }
-
-std::string Fmt(const char* fmt, double a, double b = 0, double c = 0) {
-  char buf[256];
-  snprintf(buf, sizeof(buf), fmt, a, b, c);
-  return buf;
-}
-
-std::string Pct(double f) { return Fmt("%.0f%%", 100 * f); }
 
 // Wait intervals of the training loop's thread, sorted, for "was the loop
 // waiting for data at time t?". Half-open, [begin, end): at `end` the loop

@@ -1,4 +1,5 @@
 #include "reports/analysis_contention.h"
+#include "reports/analysis_text.h"
 
 #include <unistd.h>
 
@@ -12,14 +13,6 @@
 
 namespace dlprof {
 namespace {
-
-std::string Fmt(const char* fmt, double a, double b = 0, double c = 0) {
-  char buf[256];
-  snprintf(buf, sizeof(buf), fmt, a, b, c);
-  return buf;
-}
-
-std::string Pct(double f) { return Fmt("%.0f%%", 100 * f); }
 
 std::string Cores(int n) { return std::to_string(n) + (n == 1 ? " core" : " cores"); }
 
