@@ -1,6 +1,6 @@
 // Which Python code objects the collector has met, as a process-wide bitmap
-// the signal handler can read: a sample whose innermost Python code is new
-// wakes the collector at once, so that it reads that code object while it
+// the signal handler can read: a sample with a Python frame whose code is
+// new wakes the collector at once, so that it reads that code object while it
 // still exists. A module's code runs once, at import, and the interpreter
 // frees it when the import is done, mostly within a few milliseconds, while
 // the collector drains the rings every 10-50 ms: import time came out as
@@ -26,9 +26,10 @@ bool PyCodeSeen(uintptr_t code, uint64_t identity);
 void MarkPyCodeSeen(uintptr_t code, uint64_t identity);
 
 // Whether a wake for new code may be posted now (`now_ns`: CLOCK_MONOTONIC):
-// at most one a millisecond per process, so that a thread importing at
-// 1000 Hz does not make the collector tick a thousand times a second. This
-// function is safe to call from asynchronous signals (a compare-and-swap).
+// at most one a millisecond per process, however many threads sample new
+// code at once (each wake is a whole collector tick: BENCHMARKS.md, "Session
+// 20", for what they cost while imports run). This function is safe to call
+// from asynchronous signals (a compare-and-swap).
 bool TakePyCodeWake(int64_t now_ns);
 
 }  // namespace dlprof
