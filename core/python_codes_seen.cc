@@ -2,6 +2,8 @@
 
 #include <atomic>
 
+#include "core/python_frames.h"
+
 namespace dlprof {
 namespace {
 
@@ -21,6 +23,14 @@ uint32_t BitOf(uintptr_t code, uint64_t identity) {
 bool PyCodeSeen(uintptr_t code, uint64_t identity) {
   const uint32_t bit = BitOf(code, identity);
   return (g_seen[bit / 64].load(std::memory_order_relaxed) >> (bit % 64) & 1) != 0;
+}
+
+bool HasUnseenPyCode(const uint64_t* frames, int n) {
+  for (int f = 0; f < n; ++f) {
+    const uint64_t* frame = frames + kPyFrameWords * f;
+    if (!PyCodeSeen(static_cast<uintptr_t>(frame[0] & ~kPyEntryBit), frame[2])) return true;
+  }
+  return false;
 }
 
 void MarkPyCodeSeen(uintptr_t code, uint64_t identity) {

@@ -21,6 +21,12 @@ namespace dlprof {
 // asynchronous signals (one relaxed load).
 bool PyCodeSeen(uintptr_t code, uint64_t identity);
 
+// Whether any of `n` Python frames, as WalkPythonFrames wrote them
+// (kPyFrameWords words each: core/python_frames.h), holds code the collector
+// has not met; stops at the first. This function is safe to call from
+// asynchronous signals (one relaxed load a frame).
+bool HasUnseenPyCode(const uint64_t* frames, int n);
+
 // The collector met that code object (read it, or found it gone). Any
 // thread; relaxed.
 void MarkPyCodeSeen(uintptr_t code, uint64_t identity);

@@ -185,13 +185,7 @@ __attribute__((noinline)) void TakeSample(void* arg) {
     // (a module's, once its import ran, and it is often an outer frame:
     // the module imports others), so the collector drains now, not at its
     // next tick (core/python_codes_seen.h).
-    for (int f = 0; f < py_frames; ++f) {
-      const uint64_t* frame = py + kPyFrameWords * f;
-      if (!PyCodeSeen(static_cast<uintptr_t>(frame[0] & ~kPyEntryBit), frame[2])) {
-        if (TakePyCodeWake(start)) g_mailbox.Post(0);
-        break;
-      }
-    }
+    if (HasUnseenPyCode(py, py_frames) && TakePyCodeWake(start)) g_mailbox.Post(0);
   }
   const int64_t spent = MonotonicNs() - start - preempted_ns;
   s->handler_ns.fetch_add(static_cast<uint64_t>(spent > 0 ? spent : 0), std::memory_order_relaxed);

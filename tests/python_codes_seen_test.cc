@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "core/python_frames.h"
+
 namespace dlprof {
 namespace {
 
@@ -31,6 +33,23 @@ TEST(PythonCodesSeen, FewUnmetCodeObjectsLookMet) {
     look_met += PyCodeSeen(0x7f0000000000 + 0x90 * i, 0x77 + 3 * i) ? 1 : 0;
   }
   EXPECT_LT(look_met, 120);
+}
+
+// Frames as the walk writes them: any frame's code not met says so, the
+// entry mark on a code word does not change which code it is.
+TEST(PythonCodesSeen, AnyFrameWithCodeNotMetIsSeen) {
+  uint64_t frames[3 * kPyFrameWords] = {};
+  for (int f = 0; f < 3; ++f) {
+    frames[kPyFrameWords * f] = 0x7e0000001000 + 0x100 * f;
+    frames[kPyFrameWords * f + 2] = 0x5000 + f;
+  }
+  frames[kPyFrameWords * 2] |= kPyEntryBit;
+  for (int f = 0; f < 2; ++f) MarkPyCodeSeen(0x7e0000001000 + 0x100 * f, 0x5000 + f);
+  EXPECT_FALSE(HasUnseenPyCode(frames, 2));
+  EXPECT_TRUE(HasUnseenPyCode(frames, 3));  // the outermost, marked entry
+  MarkPyCodeSeen(0x7e0000001200, 0x5002);
+  EXPECT_FALSE(HasUnseenPyCode(frames, 3));
+  EXPECT_FALSE(HasUnseenPyCode(frames, 0));
 }
 
 TEST(PythonCodesSeen, WakesAreAtMostOneAMillisecond) {
