@@ -157,8 +157,10 @@ std::string WorkerCpuAdvice(const CpuContention& c, const std::string& stage, in
   loops = std::max(1, loops);
   const int share = std::max(1, c.free_cores / loops);
   const std::string per = loops > 1 ? " per training process" : "";
+  const std::string free_cores =
+      std::to_string(c.free_cores) + " free " + (c.free_cores == 1 ? "core" : "cores");
   const std::string free =
-      std::to_string(c.free_cores) + " free " + (c.free_cores == 1 ? "core" : "cores") +
+      free_cores +
       (loops > 1 ? " shared by the " + std::to_string(loops) +
                        " training processes' workers (the training processes need the rest)"
                  : std::string(" (the training process needs the rest)"));
@@ -168,8 +170,7 @@ std::string WorkerCpuAdvice(const CpuContention& c, const std::string& stage, in
                     Cores(c.cores) + where + "). ";
   if (loops > c.free_cores) {
     return out + "The " + std::to_string(loops) + " training processes leave their workers " +
-           std::to_string(c.free_cores) + " free " + (c.free_cores == 1 ? "core" : "cores") +
-           ", less than one each: more workers would only wait for " +
+           free_cores + ", less than one each: more workers would only wait for " +
            (c.free_cores == 1 ? "it" : "them") + ". Make '" + stage +
            "' cheaper (or drop work from the stages), or run on more cores.";
   }
