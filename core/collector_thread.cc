@@ -428,6 +428,7 @@ bool StartCollectorThread() {
   }
   g_collector_running.store(true);
   g_collector_entered.store(0);
+  g_collector_tid.store(0, std::memory_order_relaxed);  // the new one stores its own first
   int rc = StartInternalThread(&thread, &attr, CollectorMain, nullptr);
   pthread_attr_destroy(&attr);
   if (rc != 0) {
@@ -512,12 +513,15 @@ bool StopCollectorThread() {
   if (!g_collector_running.load(std::memory_order_acquire)) return false;
   g_mailbox.Post(kRequestPause);
   // Until its task is gone, not only its loop: the kernel counts threads.
-  const pid_t tid = g_collector_tid.load(std::memory_order_relaxed);
+  // The tid is read once the loop is left: a collector started a moment ago
+  // may not have stored its own yet (it does so first thing, before its
+  // loop; StartCollectorThread clears the last one's). Python's fork
+  // warning counted a collector that a resume had just started.
   const timespec step{0, 100000};
   for (int i = 0; i < 20000; ++i) {
-    if (!g_collector_running.load(std::memory_order_acquire) &&
-        (tid <= 0 || (syscall(SYS_tgkill, getpid(), tid, 0) != 0 && errno == ESRCH))) {
-      break;
+    if (!g_collector_running.load(std::memory_order_acquire)) {
+      const pid_t tid = g_collector_tid.load(std::memory_order_relaxed);
+      if (tid <= 0 || (syscall(SYS_tgkill, getpid(), tid, 0) != 0 && errno == ESRCH)) break;
     }
     nanosleep(&step, nullptr);
   }
