@@ -59,6 +59,10 @@ extern "C" DLPROF_EXPORT int sigprocmask(int how, const sigset_t* set, sigset_t*
                                     reinterpret_cast<uintptr_t>(__builtin_return_address(0)));
 }
 
+// --- processes ---
+
+extern "C" DLPROF_EXPORT pid_t fork() { return dlprof::ProgramFork(); }
+
 // --- leaving the image: _exit and exec ---
 
 extern "C" DLPROF_EXPORT void _exit(int status) { dlprof::ProgramQuickExit(status); }

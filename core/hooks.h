@@ -80,6 +80,13 @@ int ProgramSetregid(gid_t r, gid_t e);
 int ProgramSetresgid(gid_t r, gid_t e, gid_t s);
 int ProgramSetgroups(size_t n, const gid_t* groups);
 
+// fork (core/session_fork.cc): the child's own profile is started by the
+// fork handlers; this only takes the collector thread out of the count that
+// Python 3.12+ makes of the process's threads after an os.fork()
+// (core/python_fork.h). ResolveFork looks up the next fork at start.
+pid_t ProgramFork();
+void ResolveFork();
+
 // pipe2/pipe from `caller`; libunwind's pipe is moved to high numbers.
 // Async-signal-safe (libunwind asks from inside the profiling handler).
 int ProgramPipe2(int fds[2], int flags, uintptr_t caller);

@@ -26,6 +26,7 @@
 #include "core/exit_exec.h"
 #include "core/proc_maps.h"
 #include "core/python_bootstrap.h"
+#include "core/python_fork.h"
 #include "core/python_frames.h"
 #include "core/raw_syscall.h"
 #include "core/session_internal.h"
@@ -265,6 +266,8 @@ void StartSession() {
                 "; native frames only\n").c_str());
     }
   }
+  FindPythonForkCalls();
+  ResolveFork();
   pthread_key_create(&g_thread_key, UnregisterThread);
   pthread_atfork(LockForFork, UnlockAfterFork, ResetInForkChild);
   g_sampler.active.store(sampling);

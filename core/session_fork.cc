@@ -1,5 +1,7 @@
 // fork(): every dlprof lock is held across it (pthread_atfork), samples in
 // flight are fenced off, and the child starts its own profile as a worker.
+// The fork interposer only takes the collector thread out of Python 3.12+'s
+// count of threads around an os.fork() (core/python_fork.h).
 #include <time.h>
 #include <unistd.h>
 
@@ -8,7 +10,10 @@
 
 #include "backends/cfi_unwinder.h"
 #include "core/annotations.h"
+#include "core/hooks.h"
 #include "core/proc_maps.h"
+#include "core/python_fork.h"
+#include "core/session.h"
 #include "core/session_internal.h"
 #include "core/signal_handler.h"
 #include "core/signals.h"
@@ -49,7 +54,29 @@ void FenceSignalHandlers() {
   }
 }
 
+using ForkFn = pid_t (*)();
+std::atomic<ForkFn> g_next_fork{nullptr};
+
+void ResumeCollectorAfterPythonFork() { ResumeCollector(true); }
+
 }  // namespace
+
+void ResolveFork() { NextDefinition(&g_next_fork, "fork"); }
+
+pid_t ProgramFork() {
+  const ForkFn next = NextDefinition(&g_next_fork, "fork");
+  if (next == nullptr) return NoNextDefinition();
+  // Before every fork handler (the cfi tables' takes a lock the collector's
+  // last tick may wait for): core/python_fork.h.
+  const bool left = ForkCountsPythonThreads() && PauseCollector();
+  const pid_t pid = next();
+  if (left && pid != 0) {  // the parent; a child starts a collector of its own
+    const int saved = errno;
+    if (pid < 0 || !ResumeAfterPythonFork(ResumeCollectorAfterPythonFork)) ResumeCollector(true);
+    errno = saved;
+  }
+  return pid;
+}
 
 // Every dlprof lock is held across fork(), so the child gets each of them
 // free and its data consistent: the stage and buffer tables (a child interns
@@ -80,6 +107,7 @@ void UnlockAfterFork() {
 // In a fork()ed child: only the forking thread survives. Forget the parent's
 // threads, timers, pending samples and file; start this process's own profile.
 void ResetInForkChild() {
+  ForgetPythonForkInChild();
   g_collector_mu = PTHREAD_MUTEX_INITIALIZER;
   ResetLoaderCallsInForkChild();
   ResetTimerLockInForkChild();
