@@ -35,8 +35,8 @@ namespace {
 //    f_trace, f_stackdepth 80, f_trace_lines/opcodes 84-85, f_gen 88,
 //    f_lasti 96 (an index in code units: the byte offset / 2).
 //  Include/cpython/code.h, PyCodeObject (PyObject_HEAD, 16): seven ints from
-//    16 (co_firstlineno 40), co_code 48 (a bytes object: no inline code, so
-//    code_code is unused), six more pointers, co_filename 104, co_name 112,
+//    16 (co_flags 36, co_firstlineno 40), co_code 48 (a bytes object: no
+//    inline code, so code_code is unused), co_consts 56, five more pointers, co_filename 104, co_name 112,
 //    co_linetable 120 (3.10's PEP 626 table of (bytes, line) delta pairs).
 //  Include/cpython/unicodeobject.h, PyASCIIObject: length 16, hash 24,
 //    state 32, wstr 40, size 48; PyCompactUnicodeObject adds utf8_length,
@@ -69,9 +69,12 @@ constexpr PythonLayout kPython310 = {
     /*code_linetable=*/120,
     /*code_firstlineno=*/40,
     /*code_code=*/kNoOffset,
+    /*code_consts=*/56,
+    /*code_flags=*/36,
     /*object_type=*/8,
     /*varobject_size=*/16,
     /*bytes_data=*/32,
+    /*tuple_items=*/24,
     /*unicode_length=*/16,
     /*unicode_state=*/32,
     /*unicode_ascii_data=*/48,
@@ -83,7 +86,8 @@ constexpr PythonLayout kPython310 = {
 
 // CPython 3.11 on 64-bit Linux (Include/internal/pycore_frame.h,
 // pycore_interp.h, pycore_runtime.h, cpython/pystate.h, cpython/code.h,
-// cpython/unicodeobject.h of v3.11.x).
+// cpython/unicodeobject.h of v3.11.x). PyCodeObject: co_consts 24, co_flags 48.
+// PyTupleObject (every release): PyObject_VAR_HEAD, ob_item 24.
 constexpr PythonLayout kPython311 = {
     /*version=*/0x030b,
     PyFrameModel::kCFrameInterpreter,
@@ -111,9 +115,12 @@ constexpr PythonLayout kPython311 = {
     /*code_linetable=*/136,
     /*code_firstlineno=*/72,
     /*code_code=*/184,
+    /*code_consts=*/24,
+    /*code_flags=*/48,
     /*object_type=*/8,
     /*varobject_size=*/16,
     /*bytes_data=*/32,
+    /*tuple_items=*/24,
     /*unicode_length=*/16,
     /*unicode_state=*/32,
     /*unicode_ascii_data=*/48,
@@ -154,7 +161,7 @@ constexpr PythonLayout kPython311 = {
 //    _PyInterpreterFrame_LASTI measures from, so it is the current one.
 //  Include/cpython/code.h, _PyCode_DEF (PyObject_VAR_HEAD, 24): co_consts,
 //    co_names, co_exceptiontable 24-47, twelve 4-byte fields 48-95
-//    (co_firstlineno 68), co_localsplusnames 96, co_localspluskinds 104,
+//    (co_flags 48, co_firstlineno 68), co_localsplusnames 96, co_localspluskinds 104,
 //    co_filename 112, co_name 120, co_qualname 128, co_linetable 136,
 //    co_weakreflist 144, _co_cached 152, _co_instrumentation_version 160,
 //    _co_monitoring 168, _co_firsttraceable 176, co_extra 184,
@@ -191,9 +198,12 @@ constexpr PythonLayout kPython312 = {
     /*code_linetable=*/136,
     /*code_firstlineno=*/68,
     /*code_code=*/192,
+    /*code_consts=*/24,
+    /*code_flags=*/48,
     /*object_type=*/8,
     /*varobject_size=*/16,
     /*bytes_data=*/32,
+    /*tuple_items=*/24,
     /*unicode_length=*/16,
     /*unicode_state=*/32,
     /*unicode_ascii_data=*/40,
@@ -278,9 +288,12 @@ constexpr PythonLayout kPython313 = {
     /*code_linetable=*/136,
     /*code_firstlineno=*/68,
     /*code_code=*/200,
+    /*code_consts=*/24,
+    /*code_flags=*/48,
     /*object_type=*/8,
     /*varobject_size=*/16,
     /*bytes_data=*/32,
+    /*tuple_items=*/24,
     /*unicode_length=*/16,
     /*unicode_state=*/32,
     /*unicode_ascii_data=*/40,

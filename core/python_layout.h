@@ -74,11 +74,14 @@ struct PythonLayout {
   uint32_t code_linetable;   // PyBytesObject*
   uint32_t code_firstlineno; // int
   uint32_t code_code;        // 3.11+: co_code_adaptive (the instructions, inline)
+  uint32_t code_consts;      // PyTupleObject* (a module's class bodies are among them)
+  uint32_t code_flags;       // int (CO_NEWLOCALS: a function's, not a module's or class's)
 
   // Objects.
   uint32_t object_type;     // ob_type
   uint32_t varobject_size;  // ob_size
   uint32_t bytes_data;      // PyBytesObject.ob_sval
+  uint32_t tuple_items;     // PyTupleObject.ob_item
   uint32_t unicode_length;  // PyASCIIObject.length
   uint32_t unicode_state;   // PyASCIIObject.state (bit fields: kind, compact, ascii)
   uint32_t unicode_ascii_data;    // sizeof(PyASCIIObject): data of a compact ASCII string

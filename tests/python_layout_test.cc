@@ -168,6 +168,9 @@ TEST(PythonLayoutTest, CodeMatchesHeaders) {
   EXPECT_EQ(L.code_linetable, offsetof(PyCodeObject, co_linetable));
   EXPECT_EQ(L.code_firstlineno, offsetof(PyCodeObject, co_firstlineno));
   EXPECT_EQ(DLPROF_FIELD_SIZE(PyCodeObject, co_firstlineno), 4u);
+  EXPECT_EQ(L.code_consts, offsetof(PyCodeObject, co_consts));
+  EXPECT_EQ(L.code_flags, offsetof(PyCodeObject, co_flags));
+  EXPECT_EQ(DLPROF_FIELD_SIZE(PyCodeObject, co_flags), 4u);
 #if PY_MINOR_VERSION == 10
   EXPECT_EQ(L.line_table, PyLineTable::kLnotab310);
   EXPECT_EQ(L.code_qualname, kNoOffset);
@@ -184,6 +187,7 @@ TEST(PythonLayoutTest, ObjectsMatchHeaders) {
   EXPECT_EQ(L.object_type, offsetof(PyObject, ob_type));
   EXPECT_EQ(L.varobject_size, offsetof(PyVarObject, ob_size));
   EXPECT_EQ(L.bytes_data, offsetof(PyBytesObject, ob_sval));
+  EXPECT_EQ(L.tuple_items, offsetof(PyTupleObject, ob_item));
   EXPECT_EQ(L.unicode_length, offsetof(PyASCIIObject, length));
   EXPECT_EQ(L.unicode_state, offsetof(PyASCIIObject, state));
   EXPECT_EQ(L.unicode_ascii_data, sizeof(PyASCIIObject));
