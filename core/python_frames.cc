@@ -265,6 +265,10 @@ uint64_t PyCodeIdentity(uintptr_t code, const PythonLayout& L) {
       !SafeLoadU32(code + L.code_firstlineno, &first_line)) {
     return 0;
   }
+  return MixPyCodeIdentity(qualname, filename, first_line);
+}
+
+uint64_t MixPyCodeIdentity(uintptr_t qualname, uintptr_t filename, uint32_t first_line) {
   // The file's object mixed in: names are shared ("<module>" by every
   // module's code, an interned "work" by every function of that name), so a
   // module's code freed and another's made at its address had the same

@@ -75,6 +75,10 @@ constexpr int kPyFrameWords = 3;
 // they fault.
 uint64_t PyCodeIdentity(uintptr_t code, const PythonLayout& layout);
 
+// PyCodeIdentity's value from the three fields, read by the caller (the
+// audit hook reads them with plain loads: it holds the GIL and the code).
+uint64_t MixPyCodeIdentity(uintptr_t qualname, uintptr_t filename, uint32_t first_line);
+
 }  // namespace dlprof
 
 #endif  // DLPROF_CORE_PYTHON_FRAMES_H_
