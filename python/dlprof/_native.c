@@ -138,6 +138,30 @@ static void resolve_api(void) {
   }
 }
 
+/* libdlprof's audit hook (core/python_exec_hook.cc), added to the interpreter
+ * once per process: it notes the names of the code exec() runs (a module's,
+ * at import) so that samples of it are named after the code is freed. Both
+ * functions are looked up (PySys_AddAuditHook is not in the stable ABI);
+ * libdlprof gives the hook only where it samples Python frames, and only
+ * once. Adding it raises "sys.addaudithook" to the hooks already there (none
+ * of the program's: this runs from sitecustomize); an error one of them
+ * raises on purpose is not dlprof's to hide. */
+typedef int (*audit_hook_fn)(const char* event, PyObject* args, void* data);
+
+static int add_exec_hook(void) {
+  void* (*get_hook)(void);
+  int (*add_hook)(audit_hook_fn, void*);
+  if (!api_found) return 0;
+  *(void**)(&get_hook) = dlsym(RTLD_DEFAULT, "dlprof_python_exec_hook");
+  *(void**)(&add_hook) = dlsym(RTLD_DEFAULT, "PySys_AddAuditHook");
+  if (get_hook == NULL || add_hook == NULL) return 0;
+  void* hook = get_hook();
+  if (hook == NULL) return 0;
+  audit_hook_fn fn;
+  memcpy(&fn, &hook, sizeof(fn));
+  return add_hook(fn, NULL);
+}
+
 /* ---- Stage: a reusable, re-entrant context manager for one stage id ---- */
 
 typedef struct {
@@ -750,6 +774,7 @@ static PyMethodDef module_methods[] = {
 
 static int module_exec(PyObject* m) {
   resolve_api();
+  if (add_exec_hook() < 0) return -1;
   PyObject* stage = PyType_FromSpec(&Stage_spec);
   if (stage == NULL || PyModule_AddObject(m, "StageBase", stage) < 0) {
     Py_XDECREF(stage);
