@@ -189,7 +189,7 @@ void BM_FrameWord(benchmark::State& state, Drain mode) {
   PythonCodeTable table;
   // Every frame's stack word, checked: known code, the line of its call.
   for (int k = 0; k < n; ++k) {
-    const uint64_t w = table.FrameWord(*py, words[kPyFrameWords * k], words[kPyFrameWords * k + 1], words[kPyFrameWords * k + 2]);
+    const uint64_t w = table.FrameWord(*py, words[kPyFrameWords * k], words[kPyFrameWords * k + 1], words[kPyFrameWords * k + 2], 0);
     const int i = kChainDepth - 1 - k;  // frame k is f_i
     const int line = static_cast<int>((w >> DLPROF_PY_LINE_SHIFT) & DLPROF_PY_LINE_MASK);
     if ((w & DLPROF_PY_FRAME_BIT) == 0 || line != 4 * i + 4 ||
@@ -204,9 +204,9 @@ void BM_FrameWord(benchmark::State& state, Drain mode) {
   for (auto _ : state) {
     if (mode == Drain::kCold) {
       PythonCodeTable fresh;
-      for (int k = 0; k < n; ++k) sum += fresh.FrameWord(*py, words[kPyFrameWords * k], words[kPyFrameWords * k + 1], words[kPyFrameWords * k + 2]);
+      for (int k = 0; k < n; ++k) sum += fresh.FrameWord(*py, words[kPyFrameWords * k], words[kPyFrameWords * k + 1], words[kPyFrameWords * k + 2], 0);
     } else {
-      for (int k = 0; k < n; ++k) sum += table.FrameWord(*py, words[kPyFrameWords * k], words[kPyFrameWords * k + 1], words[kPyFrameWords * k + 2]);
+      for (int k = 0; k < n; ++k) sum += table.FrameWord(*py, words[kPyFrameWords * k], words[kPyFrameWords * k + 1], words[kPyFrameWords * k + 2], 0);
     }
     benchmark::DoNotOptimize(sum);
   }

@@ -23,6 +23,7 @@
 #include "core/annotations.h"
 #include "core/fault_handler.h"
 #include "core/proc_maps.h"
+#include "core/python_exec_notes.h"
 #include "core/python_frames.h"
 #include "core/safe_load.h"
 #include "core/signal_handler.h"
@@ -249,7 +250,7 @@ uint32_t Collector::WalkBlocked(ThreadSlot* s, pid_t tid, uintptr_t sp, uintptr_
     for (int i = 0; i < n; ++i) words[i] = pcs[i];
     for (int i = 0; i < m; ++i) {
       const uint64_t* f = py + kPyFrameWords * i;
-      words[n + i] = py_codes_.FrameWord(*python, f[0], f[1], f[2]);
+      words[n + i] = py_codes_.FrameWord(*python, f[0], f[1], f[2], start);
     }
     id = InternStack(words, static_cast<uint32_t>(n + m));
     *rewalk = not_built > 0;
@@ -481,7 +482,8 @@ void Collector::DrainSamples(ThreadSlot* s, bool now) {
     uint32_t n = frames;
     for (uint32_t i = 0; i < py_frames && py != nullptr; ++i) {
       const uint64_t f = w + kPyFrameWords * i;
-      pcs[n++] = py_codes_.FrameWord(*py, ring.Get(f), ring.Get(f + 1), ring.Get(f + 2));
+      pcs[n++] = py_codes_.FrameWord(*py, ring.Get(f), ring.Get(f + 1), ring.Get(f + 2),
+                                      time);
     }
     w += kPyFrameWords * py_frames;
 
@@ -521,6 +523,8 @@ void Collector::AddRetiredCounters(ThreadSlot* s) {
 }
 
 void Collector::Drain() {
+  // The audit hook's notes first: the samples drained below may need them.
+  if (const PythonRuntime* py = ActivePython()) py_codes_.TakeExecNotes(*py, MonotonicNs());
   for (int i = 0, limit = SlotLimit(); i < limit; ++i) {
     ThreadSlot* s = SlotAt(i);
     int state = s->state.load(std::memory_order_acquire);
@@ -888,6 +892,11 @@ bool Collector::Flush() {
       {"collector_cpu_ns", CollectorCpuNs()},
       {"wall_ticks", wall_ticks_},
       {"py_frames_unreadable", py_codes_.unreadable()},
+      // Frames of code freed before it was read, named after the audit
+      // hook's notes, and the notes the hook could not hand over.
+      {"py_frames_named_by_exec_notes", py_codes_.named_by_exec_notes()},
+      {"py_exec_notes", ExecNotesWritten()},
+      {"py_exec_notes_dropped", ExecNotesDropped()},
       // Stacks of blocked threads walked by the collector, those dropped
       // because the thread ran or left its call during the walk, and the
       // collector time they took.

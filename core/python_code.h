@@ -48,6 +48,13 @@ class PythonCodeReader {
   // hold another. Read() ends with it, after the names.
   bool StillSame(uintptr_t code, const PyCodeInfo& info) const;
 
+  // Whether `code` is aligned, of the code type and with a live reference
+  // count (SafeLoads: the caller opens them).
+  bool LooksLikeLiveCode(uintptr_t code) const {
+    return code != 0 && code % alignof(void*) == 0 &&
+           (code_type_ == 0 || LooksAlive(code, code_type_));
+  }
+
   // The line of the instruction at code unit `index` (-1: the frame has not
   // started its first instruction); first_line when the table has no line.
   static int LineAt(const PyCodeInfo& info, int64_t index);

@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "core/python_code.h"
+#include "core/python_exec_index.h"
 #include "core/python_frames.h"
 
 namespace dlprof {
@@ -25,22 +26,36 @@ class PythonCodeTable {
   // or another one (freed since the sample, as the interpreter frees a
   // module's code once it ran), becomes the "[unknown python code]" entry,
   // keeping its line and entry mark: a frame is never named after another
-  // function, and never dropped (the reader's merge counts the runs).
+  // function, and never dropped (the reader's merge counts the runs) --
+  // unless the audit hook noted that code when exec() ran it (a module's, a
+  // class body's: core/python_exec_index.h): it is named after the note, line
+  // 0. `time_ns` is the sample's (CLOCK_MONOTONIC): notes at that address
+  // tell which object was there then.
   uint64_t FrameWord(const PythonRuntime& py, uint64_t code_word, uint64_t index_word,
-                     uint64_t identity);
+                     uint64_t identity, int64_t time_ns);
+
+  // Takes the hook's new notes, and once a second forgets those of code gone
+  // for a while (collector ticks).
+  void TakeExecNotes(const PythonRuntime& py, int64_t now_ns);
+
+  // The hook's notes, for tests.
+  ExecNoteIndex& exec_notes() { return notes_; }
 
   // The PY_CODES payload of ids not written yet; false when there are none.
   bool TakeChunk(std::string* payload);
 
   uint64_t unreadable() const { return unreadable_; }
+  uint64_t named_by_exec_notes() const { return named_by_notes_; }
 
  private:
   struct Entry {
     uint32_t id = 0;
     uint64_t identity = 0;
+    int64_t read_ns = 0;  // when it was read (CLOCK_MONOTONIC)
     PyCodeInfo info;
   };
   uint32_t AddEntry(const std::string& qualname, const std::string& filename, int first_line);
+  void TakeNewNotes();  // from the hook's ring into notes_
   // Bounded: a program that compiles code without end (exec, lambdas in a
   // loop) makes new entries; past the bound the cache starts again (ids go on).
   static constexpr size_t kMaxEntries = 1 << 16;
@@ -50,6 +65,9 @@ class PythonCodeTable {
   std::string pending_;
   uint32_t pending_count_ = 0;
   uint64_t unreadable_ = 0;
+  uint64_t named_by_notes_ = 0;
+  ExecNoteIndex notes_;
+  int64_t last_prune_ns_ = 0;
 };
 
 }  // namespace dlprof
