@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <utility>
 
 #include "reports/utf8.h"
 
@@ -111,6 +112,15 @@ Config ParseConfig(const std::function<const char*(const char*)>& getenv_fn,
       c.check_reused_walks = true;
     } else if (s != "0") {
       bad("DLPROF_CHECK_REUSED_WALKS", v, "1 or 0", "0");
+    }
+  }
+  const std::pair<const char*, bool*> switches[] = {{"DLPROF_PY_WAKE", &c.py_code_wake},
+                                                     {"DLPROF_PY_EXEC_HOOK", &c.py_exec_hook}};
+  for (const auto& [name, field] : switches) {
+    if (const char* v = getenv_fn(name)) {
+      const std::string s = v;
+      if (s == "0" || s == "1") *field = s == "1";
+      else bad(name, v, "1 or 0", "1");
     }
   }
   return c;

@@ -26,6 +26,12 @@ struct Config {
   // difference counted (blocked_walks_reuse_mismatched). Costs what the
   // reuse saves; for tests.
   bool check_reused_walks = false;
+  // Diagnostics, for tests and measurements: DLPROF_PY_WAKE=0 turns off the
+  // collector's wake for Python code it has not met (core/python_codes_seen.h),
+  // DLPROF_PY_EXEC_HOOK=0 the audit hook's notes of exec()'d code
+  // (core/python_exec_notes.h). Both name code freed soon after it ran.
+  bool py_code_wake = true;
+  bool py_exec_hook = true;
 };
 
 // Reads the configuration through `getenv_fn` (getenv in production). Every

@@ -40,6 +40,10 @@ void MarkPyCodeSeen(uintptr_t code, uint64_t identity) {
   if ((word.load(std::memory_order_relaxed) & mask) == 0) word.fetch_or(mask, std::memory_order_relaxed);
 }
 
+void DisablePyCodeWakes() {
+  for (auto& word : g_seen) word.store(~0ull, std::memory_order_relaxed);
+}
+
 bool TakePyCodeWake(int64_t now_ns) {
   int64_t last = g_last_wake_ns.load(std::memory_order_relaxed);
   if (now_ns - last < kMinWakeIntervalNs) return false;

@@ -31,6 +31,10 @@ bool HasUnseenPyCode(const uint64_t* frames, int n);
 // thread; relaxed.
 void MarkPyCodeSeen(uintptr_t code, uint64_t identity);
 
+// DLPROF_PY_WAKE=0 (a diagnostic): every code counts as met, so that no
+// sample wakes the collector. Before sampling starts.
+void DisablePyCodeWakes();
+
 // Whether a wake for new code may be posted now (`now_ns`: CLOCK_MONOTONIC):
 // at most one a millisecond per process, however many threads sample new
 // code at once (each wake is a whole collector tick: BENCHMARKS.md, "Session

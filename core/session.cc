@@ -26,6 +26,8 @@
 #include "core/exit_exec.h"
 #include "core/proc_maps.h"
 #include "core/python_bootstrap.h"
+#include "core/python_codes_seen.h"
+#include "core/python_exec_notes.h"
 #include "core/python_fork.h"
 #include "core/python_frames.h"
 #include "core/raw_syscall.h"
@@ -261,6 +263,8 @@ void StartSession() {
   if (sampling && StartPythonFrames(&G->python_version, &G->python_state)) {
     g_collector->SetProcessField("python", G->python_version);
     g_collector->SetProcessField("python_frames", G->python_state);
+    if (!G->config.py_code_wake) DisablePyCodeWakes();
+    if (!G->config.py_exec_hook) DisableExecHook();
     if (G->python_state != "on") {
       WarnLine(("dlprof: Python " + G->python_version + " frames " + G->python_state +
                 "; native frames only\n").c_str());

@@ -32,5 +32,22 @@ TEST(Config, ALongValueIsCutAt64Bytes) {
   EXPECT_NE(w[0].find("'" + std::string(64, 'x') + "...'"), std::string::npos) << w[0];
 }
 
+// The two diagnostics that name freed Python code: on unless 0.
+TEST(Config, PythonCodeNamingDiagnostics) {
+  auto parse = [](const char* var, const char* value) {
+    return ParseConfig([&](const char* name) { return std::string(name) == var ? value : nullptr; },
+                       [](const std::string&) {});
+  };
+  EXPECT_TRUE(parse("", "").py_code_wake);
+  EXPECT_TRUE(parse("", "").py_exec_hook);
+  EXPECT_FALSE(parse("DLPROF_PY_WAKE", "0").py_code_wake);
+  EXPECT_TRUE(parse("DLPROF_PY_WAKE", "0").py_exec_hook);
+  EXPECT_FALSE(parse("DLPROF_PY_EXEC_HOOK", "0").py_exec_hook);
+  EXPECT_TRUE(parse("DLPROF_PY_EXEC_HOOK", "1").py_exec_hook);
+  const auto w = WarningsFor("DLPROF_PY_EXEC_HOOK", "off");
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(w[0], "dlprof: DLPROF_PY_EXEC_HOOK='off' is invalid (expected 1 or 0); using 1");
+}
+
 }  // namespace
 }  // namespace dlprof

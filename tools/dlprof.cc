@@ -83,6 +83,8 @@ const char* kTopUsage =
     "  DLPROF_AUTO_ANNOTATE=0   do not mark PyTorch's DataLoader by itself (default 1)\n"
     "  DLPROF_CHECK_REUSED_WALKS=1  diagnostic: walk a blocked thread's stack anew even when\n"
     "                           its last walk is known to hold, and count any difference\n"
+    "  DLPROF_PY_WAKE=0         diagnostic: no early collector wake for Python code not met yet\n"
+    "  DLPROF_PY_EXEC_HOOK=0    diagnostic: no audit hook noting the names of exec()'d code\n"
     "  DLPROF_RUN_ID=ID         one run folder for processes started apart (set by dlprof run;\n"
     "                           give each host or rank the same ID to merge them)\n"
     "read by the dlprof command:\n"
