@@ -794,6 +794,80 @@ TEST(PythonFrames, ImportTimeIsNamedByModule) {
       << run.folded.substr(0, 3000) << run.Where();
 }
 
+// Module and class bodies named without the wake (DLPROF_PY_WAKE=0): the
+// collector then meets them at its ticks, after most of them were freed, and
+// only the audit hook's notes of the code exec() ran (core/python_exec_hook.cc)
+// name them. Each generated module burns 5 ms in its body and 5 ms in the
+// body of its class Burner; their CPU must come out under their own frames,
+// with their files, the class body under its module's, within 10% of what
+// they measured. (Without the hook: most of it was "[unknown python code]".)
+TEST(PythonFrames, ModuleAndClassBodiesAreNamedByTheAuditHook) {
+  RequirePythonWithTorchAndPil();
+  if (HasFatalFailure()) return;
+  const std::string modules = MakeTempDir("dlprof-exec-notes");
+  KeepOnFailure keep_modules(modules);
+  PyRun run = RunProfiled("import_time.py", {modules, "40", "5", "5"},
+                          {{"DLPROF_HZ", "997"}, {"DLPROF_PY_WAKE", "0"}}, 60);
+  KeepOnFailure keep(run.dir);
+  ASSERT_EQ(run.proc.exit_code, 0) << Show(run.proc);
+  ASSERT_EQ(run.report.exit_code, 0) << Show(run.report);
+  ASSERT_EQ(run.pprof.error, "") << run.Where();
+  ExpectPythonFramesOn(run);
+  const auto lines = JsonLines(run.proc.out);
+  ASSERT_EQ(lines.size(), 1u) << Show(run.proc);
+  std::set<std::string> files;
+  for (const auto& f : lines[0]["files"]) files.insert(f.get<std::string>());
+  ASSERT_EQ(files.size(), 40u) << Show(run.proc);
+  const double module_s = lines[0].value("burn_s", 0.0);
+  const double class_s = lines[0].value("class_burn_s", 0.0);
+  const int64_t pid = lines[0].value("pid", -1);
+
+  // CPU by the innermost Python frame.
+  int64_t module_ns = 0, class_ns = 0, unknown_ns = 0, other_ns = 0;
+  std::set<std::string> modules_seen, classes_seen;
+  for (const PSample& s : run.pprof.samples) {
+    const int64_t w = CpuWeight(run.pprof, s);
+    if (w <= 0 || s.Num("pid") != pid) continue;
+    const PFrame* innermost = nullptr;
+    for (const PFrame& f : s.frames) {
+      if (IsPython(f) || (f.function && f.function->name == kUnknownPython)) {
+        innermost = &f;
+        break;
+      }
+    }
+    const std::string name = innermost ? innermost->function->name : "";
+    const std::string file = innermost ? innermost->function->file : "";
+    if (name == kUnknownPython) {
+      unknown_ns += w;
+    } else if (name == "<module>" && files.count(file)) {
+      module_ns += w;
+      modules_seen.insert(file);
+    } else if (name == "Burner" && files.count(file)) {
+      class_ns += w;
+      classes_seen.insert(file);
+    } else {
+      other_ns += w;
+    }
+  }
+  std::ostringstream got;
+  got << "profile: " << module_ns / 1e6 << " ms in the modules' bodies (" << modules_seen.size()
+      << " modules), " << class_ns / 1e6 << " ms in their classes' (" << classes_seen.size()
+      << "), " << unknown_ns / 1e6 << " ms unknown, " << other_ns / 1e6
+      << " ms elsewhere; the program measured " << module_s * 1e3 << " and " << class_s * 1e3
+      << " ms\n"
+      << TopStacks(run.pprof, pid) << run.Where();
+  ASSERT_GE(module_s, 0.19) << got.str();
+  ASSERT_GE(class_s, 0.19) << got.str();
+  EXPECT_NEAR(module_ns / 1e9, module_s, 0.1 * module_s) << got.str();
+  EXPECT_NEAR(class_ns / 1e9, class_s, 0.1 * class_s) << got.str();
+  EXPECT_GE(modules_seen.size(), 36u) << got.str();
+  EXPECT_GE(classes_seen.size(), 36u) << got.str();
+  EXPECT_LE(unknown_ns, static_cast<int64_t>(0.05 * (module_s + class_s) * 1e9)) << got.str();
+  // A class body's caller is its module's body, in the same file.
+  const FunctionSeen burner = Seen(run.pprof, pid, "Burner");
+  EXPECT_EQ(burner.callers, std::set<std::string>{"<module>"}) << got.str();
+}
+
 TEST(PythonFrames, DataLoaderWorkersShowAugmentAndGetitemWithFileAndLine) {
   RequirePythonWithTorchAndPil();
   if (HasFatalFailure()) return;
