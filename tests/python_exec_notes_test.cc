@@ -188,6 +188,7 @@ class PythonCodeTableNotes : public ::testing::Test {
     layout_ = FindPythonLayout(3, 11);
     ASSERT_NE(layout_, nullptr);
     py_.layout = layout_;
+    ASSERT_TRUE(StartExecNotes());  // each test may run alone (ctest)
     DrainRing();
   }
   // The entry a frame word names, from the PY_CODES chunk taken so far.
