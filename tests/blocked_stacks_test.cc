@@ -5,7 +5,6 @@
 // `dlprof run`, read back through the reader and symbolizer the reports use.
 #include <gtest/gtest.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <map>
 #include <nlohmann/json.hpp>
@@ -16,6 +15,7 @@
 #include "readers/profile.h"
 #include "readers/symbolizer.h"
 #include "tests/support/files.h"
+#include "tests/support/pprof_wire.h"
 #include "tests/support/sanitizer.h"
 #include "tests/support/subprocess.h"
 
@@ -103,24 +103,6 @@ int64_t BlockedNs(const Sample& s) {
   return std::max<int64_t>(0, s.wall_ns - s.cpu_ns - s.wait_ns);
 }
 
-std::string Gunzip(const std::string& in) {
-  z_stream z{};
-  if (inflateInit2(&z, 15 + 32) != Z_OK) return "";
-  std::string out;
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
-  z.avail_in = static_cast<uInt>(in.size());
-  char buf[1 << 16];
-  int rc;
-  do {
-    z.next_out = reinterpret_cast<Bytef*>(buf);
-    z.avail_out = sizeof buf;
-    rc = inflate(&z, Z_NO_FLUSH);
-    out.append(buf, sizeof buf - z.avail_out);
-  } while (rc == Z_OK);
-  inflateEnd(&z);
-  return out;
-}
-
 // A thread blocked in read() inside BlockedReadOuter -> Middle -> Inner:
 // its off-CPU time carries that chain under "[off-cpu: read]", for nearly
 // all of the stage's blocked time, and every report shows it.
@@ -174,7 +156,7 @@ void ExpectTheChainInEveryReport(const ProfiledRun& run) {
   }
   EXPECT_TRUE(line) << "stacks.offcpu.folded:\n" << folded.substr(0, 3000) << run.Where();
   // Blocked stacks are wall ticks: they are in the wall profile.
-  const std::string wall = Gunzip(ReadFile(run.dir + "/report/profile.wall.pb.gz"));
+  const std::string wall = testing::Gunzip(ReadFile(run.dir + "/report/profile.wall.pb.gz"));
   EXPECT_NE(wall.find("BlockedReadInner"), std::string::npos) << run.Where();
   const std::string page = ReadFile(run.dir + "/report/report.html");
   EXPECT_NE(page.find("BlockedReadInner"), std::string::npos) << run.Where();
