@@ -84,6 +84,11 @@ ssize_t ReadProcFile(const char* path, char* buf, size_t size) {
   return n;
 }
 
+// Whether this process's /proc is there at all: after a chroot into a
+// folder without one it is not, and every read of it fails with ENOENT, as
+// for a thread that is gone.
+bool ProcVisible() { return access("/proc/self/stat", F_OK) == 0; }
+
 // A process that is not dumpable (prctl(PR_SET_DUMPABLE, 0), or one that
 // changed its credentials) may not read its own /proc/<tid>/syscall; its
 // stat file still says whether the thread sleeps: blocked, call unknown.
@@ -111,6 +116,14 @@ SyscallRead ReadSyscall(pid_t tid) {
   const ssize_t n = ReadProcFile(path, buf, sizeof(buf));
   if (n < 0 && errno == EACCES) {
     out.state = StateFromStat(tid);
+    return out;
+  }
+  if (n < 0 && errno == ENOENT && !ProcVisible()) {
+    // No /proc here (the program chrooted into a folder without one): the
+    // thread, asked because it ran less than 90% of the tick, was off a
+    // core for the rest. Blocked, call unknown; a wait for a core cannot be
+    // told from it without schedstat either. (It came out as running.)
+    out.state = 1 + static_cast<uint64_t>(DLPROF_SYSCALL_UNKNOWN);
     return out;
   }
   if (n <= 0) return out;

@@ -180,6 +180,8 @@ extern "C" DLPROF_EXPORT int setgroups(size_t n, const gid_t* groups) noexcept {
   return dlprof::ProgramSetgroups(n, groups);
 }
 
+extern "C" DLPROF_EXPORT int chroot(const char* path) noexcept { return dlprof::ProgramChroot(path); }
+
 // --- descriptors ---
 
 // libunwind's memory-validation pipe would take the program's lowest fd

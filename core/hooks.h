@@ -79,6 +79,9 @@ int ProgramSetegid(gid_t gid);
 int ProgramSetregid(gid_t r, gid_t e);
 int ProgramSetresgid(gid_t r, gid_t e, gid_t s);
 int ProgramSetgroups(size_t n, const gid_t* groups);
+// chroot (core/process_calls.cc): the profile file is kept open from then
+// on (BeforeRunFolderLost, core/session.h).
+int ProgramChroot(const char* path);
 
 // fork (core/session_fork.cc): the child's own profile is started by the
 // fork handlers; this only takes the collector thread out of the count that

@@ -31,6 +31,7 @@ std::atomic<PrctlFn> g_prctl{nullptr};
 std::atomic<SyscallFn> g_syscall{nullptr};
 using Pipe2Fn = int (*)(int*, int);
 std::atomic<Pipe2Fn> g_pipe2{nullptr};
+std::atomic<int (*)(const char*)> g_chroot{nullptr};
 
 // The flags for which the kernel wants a single-threaded caller:
 // CLONE_NEWUSER (it implies CLONE_THREAD), CLONE_THREAD, CLONE_SIGHAND, CLONE_VM.
@@ -55,6 +56,7 @@ void ResolveProcessCalls() {
   NextDefinition(&g_prctl, "prctl");
   NextDefinition(&g_syscall, "syscall");
   NextDefinition(&g_pipe2, "pipe2");
+  NextDefinition(&g_chroot, "chroot");
 }
 
 namespace {
@@ -164,6 +166,17 @@ long ProgramSyscall(long number, long a0, long a1, long a2, long a3, long a4, lo
     BeforeSeccompFilter();
   }
   return f(number, a0, a1, a2, a3, a4, a5);
+}
+
+int ProgramChroot(const char* path) {
+  auto f = NextDefinition(&g_chroot, "chroot");
+  if (f == nullptr) return NoNextDefinition();
+  // The profile is opened by its path at each write: inside the new root
+  // that path is another one, or none.
+  const int saved = errno;
+  BeforeRunFolderLost();
+  errno = saved;
+  return f(path);
 }
 
 }  // namespace dlprof

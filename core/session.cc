@@ -362,7 +362,9 @@ void AfterProgramMask(bool sigprof_blocked, bool blocks_all) {
   TakeOwnPendingSigprof();
 }
 
-void BeforeCredentialChange() {
+void BeforeCredentialChange() { BeforeRunFolderLost(); }
+
+void BeforeRunFolderLost() {
   if (!OwnSession()) return;
   pthread_mutex_lock(&g_collector_mu);
   if (EnsureCollectorFile()) g_collector->KeepFileOpen();

@@ -68,6 +68,9 @@ void AfterProgramMask(bool sigprof_blocked, bool blocks_all);
 // profile file is kept open from now on, since the new ids may not open it.
 // Not signal-safe.
 void BeforeCredentialChange();
+// The same for a change of root directory (chroot), after which the run
+// folder's path names another folder, or none. Not signal-safe.
+void BeforeRunFolderLost();
 
 // Stops the collector thread and waits (at most 2 s) until its task is
 // gone, so the process is single-threaded again if the program is: for
