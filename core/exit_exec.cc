@@ -19,6 +19,7 @@
 
 #include "core/exit_exec.h"
 #include "core/hooks.h"
+#include "core/python_fork.h"
 #include "core/session.h"
 
 namespace dlprof {
@@ -40,6 +41,7 @@ std::atomic<ExecveatFn> g_execveat{nullptr};
 // Runs one exec call with the profile ended around it; re-arms if it returns.
 template <typename Call>
 int AroundExec(Call call) {
+  TakeOwedResumes();  // the collector writes the END: back from a Python fork's pause
   BeforeExec();
   const int rc = call();
   const int saved = errno;
@@ -83,6 +85,7 @@ void ResolveExecFunctions() {
 
 
 void ProgramQuickExit(int status) {
+  TakeOwedResumes();  // the collector writes the END: back from a Python fork's pause
   BeforeQuickExit(status);
   // The next _exit (glibc's, or a sanitizer's, which reports first); if it was
   // never resolved, what glibc's does.

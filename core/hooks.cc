@@ -6,6 +6,7 @@
 #include "core/hooks.h"
 
 #include <grp.h>
+#include <pty.h>
 #include <link.h>
 #include <stdarg.h>
 #include <unistd.h>
@@ -62,6 +63,10 @@ extern "C" DLPROF_EXPORT int sigprocmask(int how, const sigset_t* set, sigset_t*
 // --- processes ---
 
 extern "C" DLPROF_EXPORT pid_t fork() { return dlprof::ProgramFork(); }
+extern "C" DLPROF_EXPORT pid_t forkpty(int* amaster, char* name, const struct termios* termp,
+                                       const struct winsize* winp) noexcept {
+  return dlprof::ProgramForkpty(amaster, name, termp, winp);
+}
 
 // --- leaving the image: _exit and exec ---
 

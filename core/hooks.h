@@ -11,6 +11,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+struct termios;
+struct winsize;
+
 #include <atomic>
 
 namespace dlprof {
@@ -88,6 +91,8 @@ int ProgramChroot(const char* path);
 // Python 3.12+ makes of the process's threads after an os.fork()
 // (core/python_fork.h). ResolveFork looks up the next fork at start.
 pid_t ProgramFork();
+// forkpty, which glibc forks by itself (os.forkpty warns as os.fork does).
+pid_t ProgramForkpty(int* amaster, char* name, const struct termios* termp, const struct winsize* winp);
 void ResolveFork();
 
 // pipe2/pipe from `caller`; libunwind's pipe is moved to high numbers.

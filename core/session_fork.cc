@@ -55,27 +55,46 @@ void FenceSignalHandlers() {
 }
 
 using ForkFn = pid_t (*)();
+using ForkptyFn = pid_t (*)(int*, char*, const struct termios*, const struct winsize*);
 std::atomic<ForkFn> g_next_fork{nullptr};
+std::atomic<ForkptyFn> g_next_forkpty{nullptr};
 
 void ResumeCollectorAfterPythonFork() { ResumeCollector(true); }
 
-}  // namespace
-
-void ResolveFork() { NextDefinition(&g_next_fork, "fork"); }
-
-pid_t ProgramFork() {
-  const ForkFn next = NextDefinition(&g_next_fork, "fork");
-  if (next == nullptr) return NoNextDefinition();
-  // Before every fork handler (the cfi tables' takes a lock the collector's
-  // last tick may wait for): core/python_fork.h.
+// Makes one fork (`call`) with the collector out of Python's count of the
+// process's threads, when Python 3.12+ makes one (core/python_fork.h).
+// Before every fork handler: the cfi tables' takes a lock the collector's
+// last tick may wait for.
+template <typename Call>
+pid_t AroundPythonFork(Call call) {
   const bool left = ForkCountsPythonThreads() && PauseCollector();
-  const pid_t pid = next();
+  const pid_t pid = call();
   if (left && pid != 0) {  // the parent; a child starts a collector of its own
     const int saved = errno;
     if (pid < 0 || !ResumeAfterPythonFork(ResumeCollectorAfterPythonFork)) ResumeCollector(true);
     errno = saved;
   }
   return pid;
+}
+
+}  // namespace
+
+void ResolveFork() {
+  NextDefinition(&g_next_fork, "fork");
+  NextDefinition(&g_next_forkpty, "forkpty");
+}
+
+pid_t ProgramFork() {
+  const ForkFn next = NextDefinition(&g_next_fork, "fork");
+  if (next == nullptr) return NoNextDefinition();
+  return AroundPythonFork([&] { return next(); });
+}
+
+// glibc's forkpty forks by its own internal call, not through fork().
+pid_t ProgramForkpty(int* amaster, char* name, const struct termios* termp, const struct winsize* winp) {
+  const ForkptyFn next = NextDefinition(&g_next_forkpty, "forkpty");
+  if (next == nullptr) return NoNextDefinition();
+  return AroundPythonFork([&] { return next(amaster, name, termp, winp); });
 }
 
 // Every dlprof lock is held across fork(), so the child gets each of them

@@ -143,23 +143,27 @@ static void resolve_api(void) {
  * at import) so that samples of it are named after the code is freed. Both
  * functions are looked up (PySys_AddAuditHook is not in the stable ABI);
  * libdlprof gives the hook only where it samples Python frames, and only
- * once. Adding it raises "sys.addaudithook" to the hooks already there (none
- * of the program's: this runs from sitecustomize); an error one of them
- * raises on purpose is not dlprof's to hide. */
+ * once. Adding it raises "sys.addaudithook" to the hooks already there: a
+ * program's own, added by its sitecustomize or a .pth file, sees it. One
+ * that refuses it with an Exception is obeyed by CPython (the hook is not
+ * added, the error cleared); one that raises SystemExit or
+ * KeyboardInterrupt is obeyed here too, and its error is not passed on:
+ * the program did not add a hook, and failing this import ended its start
+ * ("init_import_site: Failed to import the site module"). */
 typedef int (*audit_hook_fn)(const char* event, PyObject* args, void* data);
 
-static int add_exec_hook(void) {
+static void add_exec_hook(void) {
   void* (*get_hook)(void);
   int (*add_hook)(audit_hook_fn, void*);
-  if (!api_found) return 0;
+  if (!api_found) return;
   *(void**)(&get_hook) = dlsym(RTLD_DEFAULT, "dlprof_python_exec_hook");
   *(void**)(&add_hook) = dlsym(RTLD_DEFAULT, "PySys_AddAuditHook");
-  if (get_hook == NULL || add_hook == NULL) return 0;
+  if (get_hook == NULL || add_hook == NULL) return;
   void* hook = get_hook();
-  if (hook == NULL) return 0;
+  if (hook == NULL) return;
   audit_hook_fn fn;
   memcpy(&fn, &hook, sizeof(fn));
-  return add_hook(fn, NULL);
+  if (add_hook(fn, NULL) < 0) PyErr_Clear();
 }
 
 /* ---- Stage: a reusable, re-entrant context manager for one stage id ---- */
@@ -774,7 +778,7 @@ static PyMethodDef module_methods[] = {
 
 static int module_exec(PyObject* m) {
   resolve_api();
-  if (add_exec_hook() < 0) return -1;
+  add_exec_hook();
   PyObject* stage = PyType_FromSpec(&Stage_spec);
   if (stage == NULL || PyModule_AddObject(m, "StageBase", stage) < 0) {
     Py_XDECREF(stage);
