@@ -34,6 +34,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -467,24 +468,53 @@ int64_t CpuOf(const PProfile& p, int64_t pid) {
 // code while it runs: the CPU the bodies measured comes out under each
 // module's <module> frame, not as "[unknown python code]" (which was most
 // of it: the bodies ended before the next tick).
+// import_time.py run under dlprof at 997 Hz with `args` and `env`: its
+// profile, the one JSON line it prints, and the files of the modules it
+// made. The folders stay when the test fails.
+struct ImportTimeRun {
+  PyRun run;
+  nlohmann::json line;
+  std::set<std::string> files;
+  std::optional<KeepOnFailure> keep_modules, keep_run;
+};
+
+void RunImportTime(const std::string& tag, std::vector<std::string> args,
+                   std::map<std::string, std::string> env, ImportTimeRun* out) {
+  const std::string modules = MakeTempDir(tag);
+  out->keep_modules.emplace(modules);
+  args.insert(args.begin(), modules);
+  env["DLPROF_HZ"] = "997";
+  out->run = RunProfiled("import_time.py", args, env, 60);
+  out->keep_run.emplace(out->run.dir);
+  ASSERT_EQ(out->run.proc.exit_code, 0) << Show(out->run.proc);
+  ASSERT_EQ(out->run.report.exit_code, 0) << Show(out->run.report);
+  ASSERT_EQ(out->run.pprof.error, "") << out->run.Where();
+  ExpectPythonFramesOn(out->run);
+  const auto lines = JsonLines(out->run.proc.out);
+  ASSERT_EQ(lines.size(), 1u) << Show(out->run.proc);
+  out->line = lines[0];
+  for (const auto& f : out->line["files"]) out->files.insert(f.get<std::string>());
+  ASSERT_EQ(out->files.size(), 40u) << Show(out->run.proc);
+}
+
+// The innermost Python frame of a sample (the unknown entry included), or
+// null.
+const PFrame* InnermostPython(const PSample& s) {
+  for (const PFrame& f : s.frames) {
+    if (IsPython(f) || (f.function && f.function->name == kUnknownPython)) return &f;
+  }
+  return nullptr;
+}
+
 TEST(PythonFrames, ImportTimeIsNamedByModule) {
   RequirePythonWithTorchAndPil();
   if (HasFatalFailure()) return;
-  const std::string modules = MakeTempDir("dlprof-import-time");
-  KeepOnFailure keep_modules(modules);
-  PyRun run = RunProfiled("import_time.py", {modules, "40", "10"}, {{"DLPROF_HZ", "997"}}, 60);
-  KeepOnFailure keep(run.dir);
-  ASSERT_EQ(run.proc.exit_code, 0) << Show(run.proc);
-  ASSERT_EQ(run.report.exit_code, 0) << Show(run.report);
-  ASSERT_EQ(run.pprof.error, "") << run.Where();
-  ExpectPythonFramesOn(run);
-  const auto lines = JsonLines(run.proc.out);
-  ASSERT_EQ(lines.size(), 1u) << Show(run.proc);
-  std::set<std::string> files;
-  for (const auto& f : lines[0]["files"]) files.insert(f.get<std::string>());
-  ASSERT_EQ(files.size(), 40u) << Show(run.proc);
-  const double burn_s = lines[0].value("burn_s", 0.0);
-  const int64_t pid = lines[0].value("pid", -1);
+  ImportTimeRun it;
+  ASSERT_NO_FATAL_FAILURE(RunImportTime("dlprof-import-time", {"40", "10"}, {}, &it));
+  const PyRun& run = it.run;
+  const std::set<std::string>& files = it.files;
+  const double burn_s = it.line.value("burn_s", 0.0);
+  const int64_t pid = it.line.value("pid", -1);
 
   // CPU by the innermost Python frame: a generated module's <module>, the
   // unknown entry, or anything else.
@@ -493,13 +523,7 @@ TEST(PythonFrames, ImportTimeIsNamedByModule) {
   for (const PSample& s : run.pprof.samples) {
     const int64_t w = CpuWeight(run.pprof, s);
     if (w <= 0 || s.Num("pid") != pid) continue;
-    const PFrame* innermost = nullptr;
-    for (const PFrame& f : s.frames) {
-      if (IsPython(f) || (f.function && f.function->name == kUnknownPython)) {
-        innermost = &f;
-        break;
-      }
-    }
+    const PFrame* innermost = InnermostPython(s);
     if (innermost && innermost->function->name == kUnknownPython) {
       unknown_ns += w;
     } else if (innermost && innermost->function->name == "<module>" &&
@@ -538,23 +562,14 @@ TEST(PythonFrames, ImportTimeIsNamedByModule) {
 TEST(PythonFrames, ModuleAndClassBodiesAreNamedByTheAuditHook) {
   RequirePythonWithTorchAndPil();
   if (HasFatalFailure()) return;
-  const std::string modules = MakeTempDir("dlprof-exec-notes");
-  KeepOnFailure keep_modules(modules);
-  PyRun run = RunProfiled("import_time.py", {modules, "40", "5", "5"},
-                          {{"DLPROF_HZ", "997"}, {"DLPROF_PY_WAKE", "0"}}, 60);
-  KeepOnFailure keep(run.dir);
-  ASSERT_EQ(run.proc.exit_code, 0) << Show(run.proc);
-  ASSERT_EQ(run.report.exit_code, 0) << Show(run.report);
-  ASSERT_EQ(run.pprof.error, "") << run.Where();
-  ExpectPythonFramesOn(run);
-  const auto lines = JsonLines(run.proc.out);
-  ASSERT_EQ(lines.size(), 1u) << Show(run.proc);
-  std::set<std::string> files;
-  for (const auto& f : lines[0]["files"]) files.insert(f.get<std::string>());
-  ASSERT_EQ(files.size(), 40u) << Show(run.proc);
-  const double module_s = lines[0].value("burn_s", 0.0);
-  const double class_s = lines[0].value("class_burn_s", 0.0);
-  const int64_t pid = lines[0].value("pid", -1);
+  ImportTimeRun it;
+  ASSERT_NO_FATAL_FAILURE(
+      RunImportTime("dlprof-exec-notes", {"40", "5", "5"}, {{"DLPROF_PY_WAKE", "0"}}, &it));
+  const PyRun& run = it.run;
+  const std::set<std::string>& files = it.files;
+  const double module_s = it.line.value("burn_s", 0.0);
+  const double class_s = it.line.value("class_burn_s", 0.0);
+  const int64_t pid = it.line.value("pid", -1);
 
   // CPU by the innermost Python frame.
   int64_t module_ns = 0, class_ns = 0, unknown_ns = 0, other_ns = 0;
@@ -562,13 +577,7 @@ TEST(PythonFrames, ModuleAndClassBodiesAreNamedByTheAuditHook) {
   for (const PSample& s : run.pprof.samples) {
     const int64_t w = CpuWeight(run.pprof, s);
     if (w <= 0 || s.Num("pid") != pid) continue;
-    const PFrame* innermost = nullptr;
-    for (const PFrame& f : s.frames) {
-      if (IsPython(f) || (f.function && f.function->name == kUnknownPython)) {
-        innermost = &f;
-        break;
-      }
-    }
+    const PFrame* innermost = InnermostPython(s);
     const std::string name = innermost ? innermost->function->name : "";
     const std::string file = innermost ? innermost->function->file : "";
     if (name == kUnknownPython) {
