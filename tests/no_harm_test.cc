@@ -389,9 +389,10 @@ TEST(NoHarm, ChrootKeepsTheProfileWritten) {
     if (!s.on_cpu) blocked += s.wall_ns - s.cpu_ns;
   }
   EXPECT_GT(wall, 700000000) << p.Processes();
+  // (No upper bound but the wall time: without /proc a wait for a core is
+  // off a core too, and on a loaded machine the burns wait.)
   EXPECT_GT(blocked, 250000000) << "the program slept 300 ms in its new root, but " << blocked / 1000000
                                 << " ms of " << wall / 1000000 << " are recorded as blocked";
-  EXPECT_LT(blocked, 400000000);
 }
 
 // Known gap, not handled yet (RELIABILITY.md, "Not handled"): the collector thread counts against RLIMIT_NPROC.
