@@ -10,13 +10,16 @@
 #include "backends/unwinder.h"
 #include "core/annotations.h"
 #include "core/session.h"
+#include "core/shared_arena.h"
 #include "core/thread_registry.h"
 
 namespace {
 
 inline dlprof::ThreadSlot* Slot() {
   dlprof::ThreadSlot* s = dlprof::t_slot;
-  if (__builtin_expect(s != nullptr, 1)) return s;
+  // (Not in a child of a fork that ran no atfork handler: the slot is its
+  // parent's memory, core/shared_arena.h.)
+  if (__builtin_expect(s != nullptr, 1)) return dlprof::ArenaOwned() ? s : nullptr;
   if (!dlprof::SessionRecording()) return nullptr;
   return dlprof::AdoptCurrentThread();
 }
@@ -70,7 +73,9 @@ dlprof_buffer* dlprof_buffer_create(const char* name, uint64_t capacity) {
 }
 
 void dlprof_buffer_set_size(dlprof_buffer* b, uint64_t size) {
-  if (b == nullptr) return;
+  // (In a child of a fork that ran no atfork handler the buffer is still
+  // its parent's memory, core/shared_arena.h.)
+  if (b == nullptr || !dlprof::ArenaOwned()) return;
   b->size.store(size, std::memory_order_relaxed);
   if (!dlprof::BufferLive(b)) b->inherited.store(false, std::memory_order_relaxed);
 }

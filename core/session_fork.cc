@@ -15,6 +15,7 @@
 #include "core/python_fork.h"
 #include "core/session.h"
 #include "core/session_internal.h"
+#include "core/shared_arena.h"
 #include "core/signal_handler.h"
 #include "core/signals.h"
 
@@ -126,6 +127,8 @@ void UnlockAfterFork() {
 // In a fork()ed child: only the forking thread survives. Forget the parent's
 // threads, timers, pending samples and file; start this process's own profile.
 void ResetInForkChild() {
+  // First: until then the slots and rings are shared with the parent.
+  ArenaPrivatizeInForkChild();
   ForgetPythonForkInChild();
   g_collector_mu = PTHREAD_MUTEX_INITIALIZER;
   ResetLoaderCallsInForkChild();

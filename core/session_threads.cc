@@ -17,6 +17,7 @@
 #include "backends/private_fd.h"
 #include "core/session.h"
 #include "core/session_internal.h"
+#include "core/shared_arena.h"
 #include "core/signal_handler.h"
 #include "core/signals.h"
 #include "core/stack_switch.h"
@@ -178,6 +179,9 @@ ThreadSlot* RegisterCurrentThread(bool prepare, const StackHint* hint) {
 void UnregisterThread(void* arg) {
   auto* s = static_cast<ThreadSlot*>(arg);
   t_slot = nullptr;
+  // A child of a fork that ran no atfork handler: the slot is the parent's
+  // live thread's (core/shared_arena.h).
+  if (!ArenaOwned()) return;
   if (CurrentTid() == getpid()) g_main_thread_exited.store(true, std::memory_order_release);
   std::atomic_signal_fence(std::memory_order_seq_cst);
   {

@@ -15,6 +15,7 @@
 #include "core/python_frames.h"
 #include "core/raw_syscall.h"
 #include "core/session_state.h"
+#include "core/shared_arena.h"
 #include "core/signals.h"
 #include "core/stack_switch.h"
 #include "core/thread_registry.h"
@@ -198,6 +199,10 @@ void HandleProfilingSignal(int signo, siginfo_t* info, void* ucontext) {
   if (info != nullptr && !IsOwnSignal(info)) {
     // The program's own SIGPROF (raise, kill, its timer): not a sample.
     if (g_sampler.on_foreign != nullptr) g_sampler.on_foreign(signo, info, ucontext);
+    errno = saved_errno;
+    return;
+  }
+  if (!ArenaOwned()) {  // a fork child's slots are still its parent's memory
     errno = saved_errno;
     return;
   }

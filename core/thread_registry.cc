@@ -1,10 +1,10 @@
 #include "core/thread_registry.h"
 
 #include <pthread.h>
-#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "core/shared_arena.h"
 #include "core/stack_switch.h"
 
 namespace dlprof {
@@ -14,29 +14,49 @@ __thread pid_t t_tid __attribute__((tls_model("initial-exec"))) = 0;
 
 namespace {
 
-ThreadSlot g_slots[kMaxThreads];
-// One past the highest slot ever claimed. Slots are claimed lowest first, so
-// loops over the table stop here instead of touching all kMaxThreads slots
-// (a cache miss each: the collector's tick was mostly that).
-std::atomic<int> g_slot_limit{0};
+// The slots live in the shared arena (core/shared_arena.h), where a
+// collector process can map them; zeroed memory is a free slot (kSlotFree
+// is 0, and a claim sets every other field). Made at the first claim.
+struct SlotTable {
+  // One past the highest slot ever claimed. Slots are claimed lowest first,
+  // so loops over the table stop here instead of touching all kMaxThreads
+  // slots (a cache miss each: the collector's tick was mostly that).
+  std::atomic<int> limit;
+  ThreadSlot slots[kMaxThreads];
+};
+static_assert(kSlotFree == 0, "zeroed arena memory is a table of free slots");
 
-uint64_t* MapWords(size_t words) {
-  void* p = mmap(nullptr, words * sizeof(uint64_t), PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  return p == MAP_FAILED ? nullptr : static_cast<uint64_t*>(p);
+std::atomic<SlotTable*> g_table{nullptr};
+pthread_mutex_t g_table_mu = PTHREAD_MUTEX_INITIALIZER;
+
+SlotTable* Table() { return g_table.load(std::memory_order_acquire); }
+
+SlotTable* MakeTable() {
+  if (SlotTable* t = Table()) return t;
+  pthread_mutex_lock(&g_table_mu);
+  SlotTable* t = Table();
+  if (t == nullptr) {
+    t = static_cast<SlotTable*>(ArenaMap(sizeof(SlotTable), AtFork::kCopy));
+    if (t != nullptr) g_table.store(t, std::memory_order_release);
+  }
+  pthread_mutex_unlock(&g_table_mu);
+  return t;
 }
 
-// Ring memory per slot, kept across reuse so a late signal can never write
-// into freed memory.
-uint64_t* g_sample_mem[kMaxThreads];
-uint64_t* g_event_mem[kMaxThreads];
+// Ring memory per slot (samples, then events, in one arena extent), kept
+// across reuse so a late signal can never write into freed memory. Only
+// the collector and claims read these: no fork child needs the parent's.
+uint64_t* g_ring_mem[kMaxThreads];
 uintptr_t g_unwind_stack[kMaxThreads];
 
 }  // namespace
 
-ThreadSlot* SlotAt(int i) { return &g_slots[i]; }
+ThreadSlot* SlotAt(int i) { return &Table()->slots[i]; }
 
-int SlotLimit() { return g_slot_limit.load(std::memory_order_acquire); }
+int SlotLimit() {
+  const SlotTable* t = Table();
+  return t == nullptr ? 0 : t->limit.load(std::memory_order_acquire);
+}
 
 void ResetSlot(ThreadSlot* s) {
   s->samples.Reset();
@@ -67,23 +87,30 @@ void ResetSlot(ThreadSlot* s) {
 }
 
 ThreadSlot* ClaimSlot(pid_t tid, const StackHint* hint) {
+  // A child of a fork that ran no atfork handler: the table is its parent's.
+  if (!ArenaOwned()) return nullptr;
+  SlotTable* table = MakeTable();
+  if (table == nullptr) return nullptr;
   for (int i = 0; i < kMaxThreads; ++i) {
     int expected = kSlotFree;
-    if (!g_slots[i].state.compare_exchange_strong(expected, kSlotClaimed)) continue;
-    ThreadSlot* s = &g_slots[i];
+    if (!table->slots[i].state.compare_exchange_strong(expected, kSlotClaimed)) continue;
+    ThreadSlot* s = &table->slots[i];
     // Raised before the slot is published, so a live slot is always below it.
-    int limit = g_slot_limit.load(std::memory_order_relaxed);
+    int limit = table->limit.load(std::memory_order_relaxed);
     while (limit < i + 1 &&
-           !g_slot_limit.compare_exchange_weak(limit, i + 1, std::memory_order_release)) {
+           !table->limit.compare_exchange_weak(limit, i + 1, std::memory_order_release)) {
     }
-    if (g_sample_mem[i] == nullptr) g_sample_mem[i] = MapWords(kSampleRingWords);
-    if (g_event_mem[i] == nullptr) g_event_mem[i] = MapWords(kEventRingWords);
+    if (g_ring_mem[i] == nullptr) {
+      g_ring_mem[i] = static_cast<uint64_t*>(
+          ArenaMap((kSampleRingWords + kEventRingWords) * sizeof(uint64_t), AtFork::kZero));
+    }
     if (g_unwind_stack[i] == 0 && StackSwitchSupported()) {
       g_unwind_stack[i] = MapStack(kUnwindStackBytes);
     }
     s->unwind_stack = g_unwind_stack[i];
-    s->samples.Init(g_sample_mem[i], g_sample_mem[i] ? kSampleRingWords : 0);
-    s->events.Init(g_event_mem[i], g_event_mem[i] ? kEventRingWords : 0);
+    uint64_t* rings = g_ring_mem[i];
+    s->samples.Init(rings, rings ? kSampleRingWords : 0);
+    s->events.Init(rings ? rings + kSampleRingWords : nullptr, rings ? kEventRingWords : 0);
     ResetSlot(s);
     s->tid.store(tid, std::memory_order_relaxed);
     s->bounds = tid == CurrentTid() ? CurrentStackBounds(hint) : StackBounds{};
@@ -96,9 +123,11 @@ ThreadSlot* ClaimSlot(pid_t tid, const StackHint* hint) {
 void PublishSlot(ThreadSlot* s) { s->state.store(kSlotLive, std::memory_order_release); }
 
 ThreadSlot* FindSlot(pid_t tid) {
-  const int limit = SlotLimit();
+  SlotTable* table = Table();
+  if (table == nullptr) return nullptr;
+  const int limit = table->limit.load(std::memory_order_acquire);
   for (int i = 0; i < limit; ++i) {
-    ThreadSlot* s = &g_slots[i];
+    ThreadSlot* s = &table->slots[i];
     if (s->state.load(std::memory_order_acquire) == kSlotLive &&
         s->tid.load(std::memory_order_relaxed) == tid) {
       return s;

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -870,6 +871,20 @@ TEST(NoHarm, RawForkAndUnderscoreForkChildrenLeaveTheParentsProfileWhole) {
       << " ms of CPU then (the children wrote the parent's samples again?)\n" << p.Processes();
   EXPECT_LT(while_waiting, 50) << "the children's samples landed in the parent's file\n" << p.Processes();
   EXPECT_GT(after, 200) << "the parent's sampling stopped when a child exited\n" << p.Processes();
+  // The parent has one thread and no stage. The _Fork child's thread and
+  // stage must not have reached the parent's table of threads (shared
+  // memory, core/shared_arena.h).
+  std::set<uint32_t> tids;
+  int64_t in_a_stage = 0;
+  for (const Sample& s : p.profile.samples) {
+    if (s.process != static_cast<uint32_t>(found)) continue;
+    tids.insert(s.tid);
+    if (s.stage_path != 0) ++in_a_stage;
+  }
+  EXPECT_EQ(in_a_stage, 0) << "the _Fork child's stage landed on the parent's thread\n"
+                           << p.Processes();
+  EXPECT_EQ(tids, std::set<uint32_t>{static_cast<uint32_t>(pid)})
+      << "threads other than the parent's in its profile\n" << p.Processes();
 }
 
 TEST(NoHarm, RelativeOutFolderKeepsWorkersStartedAfterChdir) {

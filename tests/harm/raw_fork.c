@@ -5,7 +5,10 @@
  * before the first fork and after the last child was reaped, the CPU time
  * it had used before the first fork, and the children's pids. */
 #define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <sys/wait.h>
 
 #include "harm.h"
@@ -20,6 +23,24 @@ static pid_t RawFork(void) {
 
 static int Child(void) {
   harm_burn_ms(100);
+  exit(0);
+}
+
+static void* Burn(void* ms) {
+  harm_burn_ms((int)(intptr_t)ms);
+  return NULL;
+}
+
+static int ChildWithThread(void) {
+  /* A stage, through dlprof's C API when it is loaded: the child's stage
+   * stack is the parent's thread's slot until the child has its own. */
+  uint32_t (*intern)(const char*) =
+      (uint32_t(*)(const char*))dlsym(RTLD_DEFAULT, "dlprof_stage_intern");
+  void (*enter)(uint32_t) = (void (*)(uint32_t))dlsym(RTLD_DEFAULT, "dlprof_stage_enter");
+  if (intern != NULL && enter != NULL) enter(intern("raw_fork_child"));
+  pthread_t t;
+  if (pthread_create(&t, NULL, Burn, (void*)(intptr_t)100) != 0) exit(3);
+  pthread_join(t, NULL);
   exit(0);
 }
 
@@ -39,7 +60,7 @@ int main(int argc, char** argv) {
 #if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 34)
   kinds = 2;
   pid = _Fork();
-  if (pid == 0) Child();
+  if (pid == 0) ChildWithThread();
   children[1] = pid;
   waitpid(pid, &statuses[1], 0);
 #endif

@@ -1,0 +1,252 @@
+#include "core/shared_arena.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+
+#include "backends/private_fd.h"
+
+#ifndef MFD_CLOEXEC
+#define MFD_CLOEXEC 0x0001U
+#endif
+#ifndef MFD_NOEXEC_SEAL
+#define MFD_NOEXEC_SEAL 0x0008U
+#endif
+#ifndef MADV_WIPEONFORK
+#define MADV_WIPEONFORK 18
+#endif
+
+namespace dlprof {
+namespace {
+
+// Slots need 1 extent, their rings 1 per thread slot ever claimed, the
+// other tables a few.
+constexpr int kMaxExtents = 2048;
+
+struct Extent {
+  uintptr_t addr;
+  size_t bytes;
+  off_t offset;  // in the memfd, when shared
+  AtFork at_fork;
+  bool shared;
+};
+
+pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+Extent g_extents[kMaxExtents];
+int g_extent_count = 0;
+bool g_initialized = false;
+bool g_all_shared = true;
+PrivateFd g_memfd;
+off_t g_memfd_bytes = 0;
+
+// A private page, wiped (zeroed) in every fork child by the kernel, that
+// holds 1 while this process's extents are its own. A child that ran our
+// atfork handler sets it again after taking its copy; one that ran none
+// (_Fork, a raw fork syscall) reads 0. nullptr: no shared extent can exist.
+std::atomic<const volatile uint8_t*> g_owned_page{nullptr};
+
+size_t PageBytes() {
+  static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return page;
+}
+
+size_t RoundUp(size_t bytes) {
+  const size_t page = PageBytes();
+  return (bytes + page - 1) / page * page;
+}
+
+int NewMemfd() {
+  // NOEXEC_SEAL first: with vm.memfd_noexec = 2 a memfd without it is
+  // refused, and since Linux 6.3 one without either flag is logged.
+  long fd = syscall(SYS_memfd_create, "dlprof-arena", MFD_CLOEXEC | MFD_NOEXEC_SEAL);
+  if (fd < 0 && errno == EINVAL) fd = syscall(SYS_memfd_create, "dlprof-arena", MFD_CLOEXEC);
+  return static_cast<int>(fd);
+}
+
+// Growing the memfd past RLIMIT_FSIZE would raise SIGXFSZ, whose default
+// action kills the program: such a process gets private extents instead.
+bool GrowAllowed(off_t to) {
+  rlimit limit{};
+  return getrlimit(RLIMIT_FSIZE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY ||
+         static_cast<rlim_t>(to) <= limit.rlim_cur;
+}
+
+// Under g_mu: the wipe-on-fork page and the memfd, once.
+void InitLocked() {
+  if (g_initialized) return;
+  g_initialized = true;
+  void* page = mmap(nullptr, PageBytes(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                    -1, 0);
+  if (page == MAP_FAILED) {
+    g_all_shared = false;
+    return;
+  }
+  if (madvise(page, PageBytes(), MADV_WIPEONFORK) != 0) {  // Linux < 4.14
+    munmap(page, PageBytes());
+    g_all_shared = false;
+    return;
+  }
+  static_cast<volatile uint8_t*>(page)[0] = 1;
+  g_owned_page.store(static_cast<const volatile uint8_t*>(page), std::memory_order_release);
+  g_memfd = KeepPrivate(NewMemfd());
+  if (!g_memfd.valid()) g_all_shared = false;
+}
+
+void* MapPrivate(size_t bytes) {
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? nullptr : p;
+}
+
+// Under g_mu: `bytes` more of the memfd, mapped shared; nullptr when the
+// memfd is gone (the program closed its number) or cannot grow.
+void* MapShared(size_t bytes, off_t* offset) {
+  if (!g_all_shared || !StillPrivate(g_memfd)) return nullptr;
+  *offset = g_memfd_bytes;
+  const off_t end = *offset + static_cast<off_t>(bytes);
+  if (!GrowAllowed(end) || ftruncate(g_memfd.fd, end) != 0) return nullptr;
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, g_memfd.fd, *offset);
+  if (p == MAP_FAILED) return nullptr;
+  g_memfd_bytes = end;
+  return p;
+}
+
+// Copies what was ever written of `e` into `to` at `to_offset`: the memfd's
+// data ranges (SEEK_DATA: pages never touched are holes, so a 418 KB slot
+// table with 3 slots claimed costs one page), or all of it when the
+// parent's descriptor is gone. False on a write error.
+bool CopyExtent(const Extent& e, const PrivateFd& from, int to, off_t to_offset) {
+  const off_t end = e.offset + static_cast<off_t>(e.bytes);
+  off_t at = e.offset;
+  const bool sparse = StillPrivate(from);
+  while (at < end) {
+    off_t data = at, hole = end;
+    if (sparse) {
+      data = lseek(from.fd, at, SEEK_DATA);
+      if (data < 0 || data >= end) break;  // ENXIO: no data after `at`
+      hole = lseek(from.fd, data, SEEK_HOLE);
+      if (hole < 0 || hole > end) hole = end;
+    }
+    const char* src = reinterpret_cast<const char*>(e.addr) + (data - e.offset);
+    size_t left = static_cast<size_t>(hole - data);
+    off_t dst = to_offset + (data - e.offset);
+    while (left > 0) {
+      const ssize_t n = pwrite(to, src, left, dst);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+      src += n;
+      dst += n;
+      left -= static_cast<size_t>(n);
+    }
+    at = hole;
+  }
+  return true;
+}
+
+}  // namespace
+
+void* ArenaMap(size_t bytes, AtFork at_fork) {
+  if (bytes == 0) return nullptr;
+  bytes = RoundUp(bytes);
+  pthread_mutex_lock(&g_mu);
+  InitLocked();
+  void* p = nullptr;
+  if (g_extent_count < kMaxExtents) {
+    off_t offset = 0;
+    p = MapShared(bytes, &offset);
+    const bool shared = p != nullptr;
+    if (!shared) {
+      g_all_shared = false;  // one private extent: a collector process could not see it
+      p = MapPrivate(bytes);
+    }
+    if (p != nullptr) {
+      g_extents[g_extent_count++] =
+          Extent{reinterpret_cast<uintptr_t>(p), bytes, offset, at_fork, shared};
+    }
+  }
+  pthread_mutex_unlock(&g_mu);
+  return p;
+}
+
+bool ArenaShared() {
+  pthread_mutex_lock(&g_mu);
+  const bool shared = g_initialized && g_all_shared;
+  pthread_mutex_unlock(&g_mu);
+  return shared;
+}
+
+bool ArenaOwned() {
+  const volatile uint8_t* page = g_owned_page.load(std::memory_order_relaxed);
+  return page == nullptr || page[0] != 0;
+}
+
+void ArenaPrivatizeInForkChild() {
+  // One thread now, and the lock may have been held by a thread that is not
+  // in this process.
+  g_mu = PTHREAD_MUTEX_INITIALIZER;
+  const volatile uint8_t* owned = g_owned_page.load(std::memory_order_relaxed);
+  if (owned == nullptr) return;  // every extent is private memory
+  // The parent's memfd, inherited at the same number: read for its holes,
+  // then closed (not ours to grow).
+  const PrivateFd parents = g_memfd;
+  g_memfd = KeepPrivate(NewMemfd());
+  g_memfd_bytes = 0;
+  off_t total = 0;
+  for (int i = 0; i < g_extent_count; ++i) {
+    if (g_extents[i].shared) total += static_cast<off_t>(g_extents[i].bytes);
+  }
+  // One ftruncate for all: a fork child pays per extent only the copy of
+  // what was written and one mmap.
+  g_all_shared = g_memfd.valid() && GrowAllowed(total) && ftruncate(g_memfd.fd, total) == 0;
+  for (int i = 0; i < g_extent_count; ++i) {
+    Extent& e = g_extents[i];
+    if (!e.shared) continue;
+    void* target = reinterpret_cast<void*>(e.addr);
+    const off_t offset = g_memfd_bytes;
+    bool moved = g_all_shared &&
+                 (e.at_fork == AtFork::kZero || CopyExtent(e, parents, g_memfd.fd, offset)) &&
+                 mmap(target, e.bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+                      g_memfd.fd, offset) != MAP_FAILED;
+    if (moved) {
+      g_memfd_bytes = offset + static_cast<off_t>(e.bytes);
+      e.offset = offset;
+    } else {
+      // Private pages at the same address, with the same contents: the
+      // child's own, though no collector process could map them.
+      g_all_shared = false;
+      const size_t keep = e.at_fork == AtFork::kCopy ? e.bytes : 0;
+      void* copy = keep > 0 ? MapPrivate(keep) : nullptr;
+      if (copy != nullptr) memcpy(copy, target, keep);
+      if (mmap(target, e.bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
+               -1, 0) != MAP_FAILED &&
+          copy != nullptr) {
+        memcpy(target, copy, keep);
+      }
+      if (copy != nullptr) munmap(copy, keep);
+    }
+    e.shared = moved;
+  }
+  if (StillPrivate(parents)) close(parents.fd);
+  for (int i = 0; i < g_extent_count; ++i) {
+    if (!g_extents[i].shared) g_all_shared = false;
+  }
+  // The wipe zeroed it in this child: the extents are ours again.
+  const_cast<volatile uint8_t*>(owned)[0] = 1;
+}
+
+ArenaUsage ArenaUsageNow() {
+  ArenaUsage usage;
+  pthread_mutex_lock(&g_mu);
+  usage.extents = g_extent_count;
+  for (int i = 0; i < g_extent_count; ++i) usage.bytes += g_extents[i].bytes;
+  usage.shared = g_initialized && g_all_shared;
+  pthread_mutex_unlock(&g_mu);
+  return usage;
+}
+
+}  // namespace dlprof

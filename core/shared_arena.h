@@ -1,0 +1,61 @@
+// The memory dlprof's signal handler and its collector share, in one place
+// that another process can map: a memfd, mapped MAP_SHARED in extents. This
+// is phase 1 of the collector outside the program (docs/ARCHITECTURE.md,
+// "The shared arena"): the collector thread reads it today; a collector
+// process will map the same memfd at the same addresses, so the structures
+// in it keep their pointers, and what the handler committed stays readable
+// after the program is gone (SIGKILL).
+//
+// Shared memory stays shared across fork(), so a fork child must get its own
+// copy before it writes: ArenaPrivatizeInForkChild, first thing in the
+// atfork child handler. A child made without atfork handlers (_Fork, a raw
+// fork syscall) never gets one; ArenaOwned() is false there, and dlprof's
+// code that writes the arena from the program's threads checks it first.
+#ifndef DLPROF_CORE_SHARED_ARENA_H_
+#define DLPROF_CORE_SHARED_ARENA_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace dlprof {
+
+// What a fork child gets of an extent.
+enum class AtFork {
+  kCopy,  // a copy of what was written (tables: slots, their counters, names)
+  kZero,  // fresh zeroed pages: contents the child discards anyway (rings)
+};
+
+// `bytes` (rounded up to whole pages) of zeroed arena memory, kept for the
+// rest of the process (never unmapped: a late signal may still write it).
+// From the memfd while it works; private anonymous memory where memfd_create
+// or MADV_WIPEONFORK is refused (then ArenaShared() is false: a collector
+// process cannot be used, the collector thread can). nullptr if no memory.
+// Thread-safe (a lock); not async-signal-safe.
+void* ArenaMap(size_t bytes, AtFork at_fork);
+
+// True when every extent so far is shared memory (a memfd).
+bool ArenaShared();
+
+// False in a child made by a fork that ran no atfork handler, until
+// ArenaPrivatizeInForkChild: its extents are still its parent's memory.
+// One load. This function is safe to call from asynchronous signals.
+bool ArenaOwned();
+
+// In a fork child, while it has one thread and before anything writes the
+// arena: moves every extent to a memfd of the child's own, at the same
+// address (of kCopy extents the pages ever written are copied, kZero ones
+// are fresh). On failure the child's
+// extents become private anonymous memory, so they are still its own.
+// Not async-signal-safe.
+void ArenaPrivatizeInForkChild();
+
+struct ArenaUsage {
+  int extents = 0;
+  size_t bytes = 0;  // mapped, not necessarily touched
+  bool shared = false;
+};
+ArenaUsage ArenaUsageNow();
+
+}  // namespace dlprof
+
+#endif  // DLPROF_CORE_SHARED_ARENA_H_

@@ -1,0 +1,173 @@
+// The shared arena (core/shared_arena.h) on its own: its extents are one
+// memfd another process could map, a fork child gets a copy of its own
+// (what the parent writes after the fork never reaches it, nor the reverse),
+// and a child of a fork that ran no atfork handler is told it owns nothing.
+#include "core/shared_arena.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "backends/private_fd.h"
+
+namespace dlprof {
+namespace {
+
+// The line of /proc/self/maps that holds `p`.
+std::string MapsLineOf(const void* p) {
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    uintptr_t lo = 0, hi = 0;
+    if (sscanf(line.c_str(), "%lx-%lx", &lo, &hi) == 2 && lo <= at && at < hi) return line;
+  }
+  return "";
+}
+
+// Runs `child` in a fork whose child privatizes its arena as dlprof's
+// atfork child handler does, and returns its exit status (0: every check
+// in it held).
+template <typename F>
+int InForkChild(F child) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    ArenaPrivatizeInForkChild();
+    _exit(child());
+  }
+  int status = -1;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 100 + WTERMSIG(status);
+}
+
+TEST(SharedArena, ExtentsAreOneMemfdKeptAboveTheProgramsNumbers) {
+  auto* p = static_cast<uint64_t*>(ArenaMap(10000, AtFork::kCopy));
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 4096, 0u);
+  EXPECT_EQ(p[0], 0u);
+  EXPECT_EQ(p[12287 / 8], 0u) << "rounded up to whole pages, zeroed";
+  ASSERT_TRUE(ArenaShared()) << "memfd_create or MADV_WIPEONFORK refused here?";
+  EXPECT_NE(MapsLineOf(p).find("/memfd:dlprof-arena"), std::string::npos) << MapsLineOf(p);
+  EXPECT_NE(MapsLineOf(p).find(" rw-s "), std::string::npos) << MapsLineOf(p);
+  // Its descriptor sits at the top of the range, not among the program's.
+  int found = -1;
+  for (int fd = 0; fd < 4096; ++fd) {
+    char path[64], target[256] = {};
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+    if (readlink(path, target, sizeof(target) - 1) > 0 && strstr(target, "memfd:dlprof-arena")) {
+      found = fd;
+    }
+  }
+  EXPECT_GE(found, PrivateFdFloor());
+  EXPECT_TRUE(ArenaOwned());
+}
+
+TEST(SharedArena, AForkChildGetsACopyOfItsOwn) {
+  auto* table = static_cast<volatile uint64_t*>(ArenaMap(3 * 4096, AtFork::kCopy));
+  auto* ring = static_cast<volatile uint64_t*>(ArenaMap(4096, AtFork::kZero));
+  ASSERT_NE(table, nullptr);
+  ASSERT_NE(ring, nullptr);
+  table[0] = 11;
+  table[1024] = 13;  // the third page; the second stays a hole
+  ring[0] = 14;
+  int pipe_to_child[2], pipe_to_parent[2];
+  ASSERT_EQ(pipe(pipe_to_child), 0);
+  ASSERT_EQ(pipe(pipe_to_parent), 0);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    ArenaPrivatizeInForkChild();
+    int bad = 0;
+    if (!ArenaOwned()) bad |= 1;
+    if (table[0] != 11 || table[1024] != 13) bad |= 2;  // the parent's contents
+    if (table[512] != 0 || ring[0] != 0) bad |= 4;      // a hole, and the ring: fresh
+    table[0] = 21;  // must not reach the parent
+    ring[0] = 24;
+    char c = static_cast<char>(bad);
+    if (write(pipe_to_parent[1], &c, 1) != 1) _exit(90);
+    // The parent writes now; none of it may reach this copy.
+    if (read(pipe_to_child[0], &c, 1) != 1) _exit(91);
+    if (table[1024] != 13 || ring[0] != 24) _exit(92);
+    if (MapsLineOf(const_cast<uint64_t*>(table)).find("memfd:dlprof-arena") == std::string::npos) {
+      _exit(93);  // still shared memory, a memfd of its own
+    }
+    _exit(0);
+  }
+  char c = 0;
+  ASSERT_EQ(read(pipe_to_parent[0], &c, 1), 1);
+  EXPECT_EQ(c, 0) << "bits: 1 not owned, 2 contents not copied, 4 not fresh";
+  EXPECT_EQ(table[0], 11u) << "the child's write reached the parent";
+  EXPECT_EQ(ring[0], 14u) << "the child's ring write reached the parent";
+  table[1024] = 33;
+  ring[0] = 34;
+  ASSERT_EQ(write(pipe_to_child[1], &c, 1), 1);
+  int status = -1;
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "92: the parent's write reached the child; 93: not a memfd";
+  for (int fd : {pipe_to_child[0], pipe_to_child[1], pipe_to_parent[0], pipe_to_parent[1]}) {
+    close(fd);
+  }
+}
+
+TEST(SharedArena, ChildrenOfForksWithoutAtforkHandlersOwnNothing) {
+  ASSERT_NE(ArenaMap(4096, AtFork::kCopy), nullptr);
+  ASSERT_TRUE(ArenaOwned());
+  // A raw fork system call runs no handler of glibc's or ours.
+  const pid_t raw = static_cast<pid_t>(syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0));
+  if (raw == 0) _exit(ArenaOwned() ? 1 : 0);
+  int status = -1;
+  ASSERT_GT(raw, 0);
+  waitpid(raw, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "a raw fork child owns the arena";
+  // fork() with our handler run: owned again.
+  EXPECT_EQ(InForkChild([] { return ArenaOwned() ? 0 : 1; }), 0);
+  EXPECT_TRUE(ArenaOwned()) << "the parent lost its arena";
+}
+
+TEST(SharedArena, ExtentsMadeInAForkChildAreItsOwnAndGrowItsMemfd) {
+  ASSERT_NE(ArenaMap(4096, AtFork::kCopy), nullptr);
+  EXPECT_EQ(InForkChild([] {
+              auto* p = static_cast<volatile uint64_t*>(ArenaMap(8192, AtFork::kCopy));
+              if (p == nullptr) return 1;
+              p[1000] = 5;
+              if (!ArenaShared()) return 2;
+              return InForkChild([p] {  // a grandchild copies it in turn
+                return p[1000] == 5 && ArenaOwned() ? 0 : 3;
+              });
+            }),
+            0);
+}
+
+TEST(SharedArena, AClosedDescriptorLeavesPrivateMemoryNotAnError) {
+  // Checked in a child, which owns a memfd of its own: the program may
+  // close every descriptor above 2 (close_range), dlprof's too.
+  ASSERT_NE(ArenaMap(4096, AtFork::kCopy), nullptr);
+  EXPECT_EQ(InForkChild([] {
+              for (int fd = 3; fd < 4096; ++fd) close(fd);
+              auto* p = static_cast<volatile uint64_t*>(ArenaMap(4096, AtFork::kCopy));
+              if (p == nullptr) return 1;
+              p[0] = 1;
+              if (ArenaShared()) return 2;  // this extent is private: no collector could map it
+              // And the fd the program opens next at that number is left alone by
+              // the next fork's privatization.
+              int fds[2];
+              if (pipe(fds) != 0) return 3;
+              return InForkChild([&] { return fcntl(fds[0], F_GETFD) >= 0 && p[0] == 1 ? 0 : 4; });
+            }),
+            0);
+}
+
+}  // namespace
+}  // namespace dlprof
