@@ -1,9 +1,9 @@
 #include "core/annotations.h"
 
-#include <sys/mman.h>
-
 #include <cstring>
 #include <mutex>
+
+#include "core/shared_arena.h"
 
 namespace dlprof {
 namespace {
@@ -26,8 +26,8 @@ char* NameBytes(size_t n) {
   std::lock_guard<std::mutex> lock(g_name_mu);
   if (n > g_name_left) {
     const size_t size = n > kNameBlockBytes ? n : kNameBlockBytes;
-    void* block = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (block == MAP_FAILED) return nullptr;
+    void* block = ArenaMap(size, AtFork::kCopy);
+    if (block == nullptr) return nullptr;
     g_name_block = static_cast<char*>(block);
     g_name_left = size;
   }
@@ -38,21 +38,43 @@ char* NameBytes(size_t n) {
 }
 
 std::mutex g_stage_mu;
+std::mutex g_buffer_mu;
 // Open addressing over stage ids (0 = empty slot), at most half full, so
-// every probe ends. The key of id i is the name as given, up to
-// kMaxStageNameBytes + 1 bytes (over-long names sharing that prefix are one
-// stage: they print the same once cut). Under g_stage_mu.
+// every probe ends.
 constexpr uint32_t kStageIndexSize = 2 * kMaxStages;
 static_assert((kStageIndexSize & (kStageIndexSize - 1)) == 0, "a power of two");
-uint32_t g_stage_index[kStageIndexSize];
-const char* g_stage_keys[kMaxStages + 1];
-uint32_t g_stage_key_bytes[kMaxStages + 1];
-std::atomic<const char*> g_stage_names[kMaxStages + 1];
-std::atomic<uint32_t> g_stage_count{0};
 
-std::mutex g_buffer_mu;
-dlprof_buffer g_buffers[kMaxBuffers];
-std::atomic<int> g_buffer_count{0};
+// The tables, in the shared arena (core/shared_arena.h) with the names they
+// point to, so that a collector process can read them; zeroed memory is an
+// empty table. Made at the first stage or buffer.
+struct Tables {
+  // The key of id i is the name as given, up to kMaxStageNameBytes + 1
+  // bytes (over-long names sharing that prefix are one stage: they print
+  // the same once cut). Index and keys under g_stage_mu.
+  uint32_t stage_index[kStageIndexSize];
+  const char* stage_keys[kMaxStages + 1];
+  uint32_t stage_key_bytes[kMaxStages + 1];
+  std::atomic<const char*> stage_names[kMaxStages + 1];
+  std::atomic<uint32_t> stage_count;
+  std::atomic<int> buffer_count;
+  dlprof_buffer buffers[kMaxBuffers];  // under g_buffer_mu
+};
+
+std::atomic<Tables*> g_tables{nullptr};
+
+Tables* TablesNow() { return g_tables.load(std::memory_order_acquire); }
+
+// Under g_stage_mu or g_buffer_mu (either: the first to come makes them).
+Tables* MakeTables() {
+  static std::mutex make_mu;
+  std::lock_guard<std::mutex> lock(make_mu);
+  Tables* t = TablesNow();
+  if (t == nullptr) {
+    t = static_cast<Tables*>(ArenaMap(sizeof(Tables), AtFork::kCopy));
+    if (t != nullptr) g_tables.store(t, std::memory_order_release);
+  }
+  return t;
+}
 
 std::atomic<uint64_t> g_stage_names_refused{0};
 std::atomic<uint64_t> g_names_cut{0};
@@ -84,14 +106,16 @@ uint32_t HashBytes(const char* s, size_t n) {  // FNV-1a
 }  // namespace
 
 uint32_t InternStage(const char* name) {
-  if (name == nullptr) return 0;
+  if (name == nullptr || !ArenaOwned()) return 0;
   std::lock_guard<std::mutex> lock(g_stage_mu);
+  Tables* t = MakeTables();
+  if (t == nullptr) return 0;
   const size_t n = strnlen(name, kMaxStageNameBytes + 1);
   uint32_t slot = HashBytes(name, n) & (kStageIndexSize - 1);
-  for (uint32_t id; (id = g_stage_index[slot]) != 0; slot = (slot + 1) & (kStageIndexSize - 1)) {
-    if (g_stage_key_bytes[id] == n && memcmp(g_stage_keys[id], name, n) == 0) return id;
+  for (uint32_t id; (id = t->stage_index[slot]) != 0; slot = (slot + 1) & (kStageIndexSize - 1)) {
+    if (t->stage_key_bytes[id] == n && memcmp(t->stage_keys[id], name, n) == 0) return id;
   }
-  const uint32_t id = g_stage_count.load(std::memory_order_relaxed) + 1;
+  const uint32_t id = t->stage_count.load(std::memory_order_relaxed) + 1;
   char* key = id > kMaxStages ? nullptr : NameBytes(n);
   if (key == nullptr) {
     // Bounded: the name is not kept; the report says how many were refused.
@@ -99,37 +123,47 @@ uint32_t InternStage(const char* name) {
     return 0;
   }
   memcpy(key, name, n);
-  g_stage_keys[id] = key;
-  g_stage_key_bytes[id] = static_cast<uint32_t>(n);
-  g_stage_names[id].store(CopyName(name, kMaxStageNameBytes), std::memory_order_release);
-  g_stage_count.store(id, std::memory_order_release);
-  g_stage_index[slot] = id;
+  t->stage_keys[id] = key;
+  t->stage_key_bytes[id] = static_cast<uint32_t>(n);
+  t->stage_names[id].store(CopyName(name, kMaxStageNameBytes), std::memory_order_release);
+  t->stage_count.store(id, std::memory_order_release);
+  t->stage_index[slot] = id;
   return id;
 }
 
 const char* StageName(uint32_t id) {
-  if (id == 0 || id > kMaxStages) return nullptr;
-  return g_stage_names[id].load(std::memory_order_acquire);
+  const Tables* t = TablesNow();
+  if (id == 0 || id > kMaxStages || t == nullptr) return nullptr;
+  return t->stage_names[id].load(std::memory_order_acquire);
 }
 
-uint32_t StageCount() { return g_stage_count.load(std::memory_order_acquire); }
+uint32_t StageCount() {
+  const Tables* t = TablesNow();
+  return t == nullptr ? 0 : t->stage_count.load(std::memory_order_acquire);
+}
 
 dlprof_buffer* CreateBuffer(const char* name, uint64_t capacity) {
+  if (!ArenaOwned()) return nullptr;
   std::lock_guard<std::mutex> lock(g_buffer_mu);
-  int n = g_buffer_count.load(std::memory_order_relaxed);
+  Tables* t = MakeTables();
+  if (t == nullptr) return nullptr;
+  int n = t->buffer_count.load(std::memory_order_relaxed);
   if (n >= kMaxBuffers) {
     g_buffers_refused.fetch_add(1, std::memory_order_relaxed);
     return nullptr;
   }
-  dlprof_buffer* b = &g_buffers[n];
+  dlprof_buffer* b = &t->buffers[n];
   b->name = CopyName(name ? name : "", kMaxStageNameBytes);
   b->capacity = capacity;
-  g_buffer_count.store(n + 1, std::memory_order_release);
+  t->buffer_count.store(n + 1, std::memory_order_release);
   return b;
 }
 
-int BufferCount() { return g_buffer_count.load(std::memory_order_acquire); }
-dlprof_buffer* BufferAt(int i) { return &g_buffers[i]; }
+int BufferCount() {
+  const Tables* t = TablesNow();
+  return t == nullptr ? 0 : t->buffer_count.load(std::memory_order_acquire);
+}
+dlprof_buffer* BufferAt(int i) { return &TablesNow()->buffers[i]; }
 
 uint64_t StageNamesRefused() { return g_stage_names_refused.load(std::memory_order_relaxed); }
 uint64_t NamesCut() { return g_names_cut.load(std::memory_order_relaxed); }
@@ -153,11 +187,12 @@ void UnlockAnnotationsAfterFork() {
 
 void ResetBufferStats() {
   for (int i = 0; i < BufferCount(); ++i) {
-    g_buffers[i].snapshots.store(0);
-    g_buffers[i].occupancy_ppm_sum.store(0);
-    g_buffers[i].empty_snapshots.store(0);
-    g_buffers[i].full_snapshots.store(0);
-    g_buffers[i].inherited.store(true);
+    dlprof_buffer* b = BufferAt(i);
+    b->snapshots.store(0);
+    b->occupancy_ppm_sum.store(0);
+    b->empty_snapshots.store(0);
+    b->full_snapshots.store(0);
+    b->inherited.store(true);
   }
 }
 

@@ -42,6 +42,11 @@ void DisablePyCodeWakes();
 // from asynchronous signals (a compare-and-swap).
 bool TakePyCodeWake(int64_t now_ns);
 
+// At session start, before sampling: the map moves into the shared arena
+// (core/shared_arena.h), where a collector process can reach it. Left where
+// it is if the arena has no room.
+void MoveCodesSeenToArena();
+
 }  // namespace dlprof
 
 #endif  // DLPROF_CORE_PYTHON_CODES_SEEN_H_

@@ -1,9 +1,9 @@
 #include "core/python_exec_notes.h"
 
-#include <sys/mman.h>
-
 #include <atomic>
 #include <cstring>
+
+#include "core/shared_arena.h"
 
 namespace dlprof {
 namespace {
@@ -39,14 +39,15 @@ std::atomic<Ring*> g_ring{nullptr};
 
 bool StartExecNotes() {
   if (g_ring.load(std::memory_order_acquire) != nullptr) return true;
-  void* p = mmap(nullptr, sizeof(Ring), PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) return false;
+  // In the shared arena (core/shared_arena.h), where a collector process can
+  // read it; a fork child starts with an empty ring (notes its parent's
+  // collector had not taken yet are lost to it: one tick's worth).
+  void* p = ArenaMap(sizeof(Ring), AtFork::kZero);
+  if (p == nullptr) return false;
   Ring* expected = nullptr;
-  // Zeroed pages: every counter 0, no slot ready.
-  if (!g_ring.compare_exchange_strong(expected, static_cast<Ring*>(p), std::memory_order_acq_rel)) {
-    munmap(p, sizeof(Ring));  // another thread's won
-  }
+  // Zeroed pages: every counter 0, no slot ready. (A thread that lost the
+  // race leaves its extent unused: arena memory is never unmapped.)
+  g_ring.compare_exchange_strong(expected, static_cast<Ring*>(p), std::memory_order_acq_rel);
   return true;
 }
 

@@ -32,6 +32,7 @@
 #include "core/python_frames.h"
 #include "core/raw_syscall.h"
 #include "core/session_internal.h"
+#include "core/shared_arena.h"
 #include "core/signal_handler.h"
 #include "core/signals.h"
 
@@ -187,6 +188,15 @@ void StartSession() {
   G = new SessionGlobals();
   G->config = ParseConfig([](const char* name) { return getenv(name); }, Warn);
   if (!G->config.enabled) return;
+  // The session's words and the mailbox move into the shared arena
+  // (core/shared_arena.h) before any other thread can reach them.
+  constexpr size_t kStateBytes = (sizeof(SessionState::Data) + alignof(Mailbox::Data) - 1) /
+                                 alignof(Mailbox::Data) * alignof(Mailbox::Data);
+  if (auto* words = static_cast<char*>(
+          ArenaMap(kStateBytes + sizeof(Mailbox::Data), AtFork::kCopy))) {
+    g_state.MoveTo(words);
+    g_mailbox.MoveTo(words + kStateBytes);
+  }
   // Resolve both now, before any thread can race on them, and so that a fork
   // child (which restarts its collector) never calls dlsym: it may have
   // inherited the loader's lock held. Whether another pthread_create comes
@@ -263,6 +273,7 @@ void StartSession() {
   if (sampling && StartPythonFrames(&G->python_version, &G->python_state)) {
     g_collector->SetProcessField("python", G->python_version);
     g_collector->SetProcessField("python_frames", G->python_state);
+    MoveCodesSeenToArena();
     if (!G->config.py_code_wake) DisablePyCodeWakes();
     if (!G->config.py_exec_hook) DisableExecHook();
     if (G->python_state != "on") {

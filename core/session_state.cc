@@ -6,6 +6,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <new>
+
 #include "core/signal_handler.h"  // MonotonicNs (by syscall where PR_SET_TSC forbids the vDSO)
 
 namespace dlprof {
@@ -85,11 +87,11 @@ const char* OffReasonText(int reason) {
 }
 
 bool SessionState::Apply(PhaseEvent event) {
-  int from = phase_.load(std::memory_order_acquire);
+  int from = d()->phase.load(std::memory_order_acquire);
   for (;;) {
     Phase to;
     if (!NextPhase(static_cast<Phase>(from), event, &to)) return false;
-    if (phase_.compare_exchange_weak(from, static_cast<int>(to), std::memory_order_acq_rel)) {
+    if (d()->phase.compare_exchange_weak(from, static_cast<int>(to), std::memory_order_acq_rel)) {
       return true;
     }
   }
@@ -97,10 +99,10 @@ bool SessionState::Apply(PhaseEvent event) {
 
 bool SessionState::StepAside(OffReason reason, int64_t now_ns) {
   int expected = kSamplingOn;
-  if (!off_reason_.compare_exchange_strong(expected, reason, std::memory_order_seq_cst)) {
+  if (!d()->off_reason.compare_exchange_strong(expected, reason, std::memory_order_seq_cst)) {
     return false;
   }
-  off_ns_.store(now_ns, std::memory_order_relaxed);
+  d()->off_ns.store(now_ns, std::memory_order_relaxed);
   Apply(PhaseEvent::kStepAside);
   return true;
 }
@@ -109,56 +111,56 @@ bool SessionState::BeginEnd(int cause, int status) {
   if (!recording()) return false;
   int expected = kEndNone;
   // The status first: the collector reads it once it sees the cause.
-  if (cause == kEndQuickExit) end_status_.store(status & 0xff, std::memory_order_relaxed);
-  if (!end_cause_.compare_exchange_strong(expected, cause, std::memory_order_acq_rel)) return false;
+  if (cause == kEndQuickExit) d()->end_status.store(status & 0xff, std::memory_order_relaxed);
+  if (!d()->end_cause.compare_exchange_strong(expected, cause, std::memory_order_acq_rel)) return false;
   return Apply(PhaseEvent::kEnd);
 }
 
 void Mailbox::Post(uint32_t requests) {
   const int saved_errno = errno;
-  if (requests != 0) bits_.fetch_or(requests, std::memory_order_acq_rel);
-  wake_.fetch_add(1, std::memory_order_release);
-  syscall(SYS_futex, &wake_, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+  if (requests != 0) d()->bits.fetch_or(requests, std::memory_order_acq_rel);
+  d()->wake.fetch_add(1, std::memory_order_release);
+  syscall(SYS_futex, &d()->wake, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
   errno = saved_errno;
 }
 
 bool Mailbox::Sleep(int64_t deadline_ns, uint32_t seen) {
   const timespec ts = ToTimespec(deadline_ns);
   for (;;) {
-    if (wake_.load(std::memory_order_acquire) != seen) return true;
+    if (d()->wake.load(std::memory_order_acquire) != seen) return true;
     if (MonotonicNs() >= deadline_ns) return false;
     // FUTEX_WAIT_BITSET: an absolute CLOCK_MONOTONIC deadline, so EINTR and
     // spurious returns just go round again.
-    syscall(SYS_futex, &wake_, FUTEX_WAIT_BITSET_PRIVATE, seen, &ts, nullptr,
+    syscall(SYS_futex, &d()->wake, FUTEX_WAIT_BITSET_PRIVATE, seen, &ts, nullptr,
             FUTEX_BITSET_MATCH_ANY);
   }
 }
 
 void Mailbox::PostWorker(int id) {
-  worker_.store(id, std::memory_order_release);
+  d()->worker.store(id, std::memory_order_release);
   Post(kRequestWorker);
 }
 
 bool Mailbox::TakeWorker(int* id) {
-  const int taken = worker_.exchange(kNoWorker, std::memory_order_acq_rel);
+  const int taken = d()->worker.exchange(kNoWorker, std::memory_order_acq_rel);
   if (taken == kNoWorker) return false;
   *id = taken;
   return true;
 }
 
 uint64_t Mailbox::NewFlushTicket() {
-  const uint64_t ticket = flush_requested_.fetch_add(1, std::memory_order_acq_rel) + 1;
+  const uint64_t ticket = d()->flush_requested.fetch_add(1, std::memory_order_acq_rel) + 1;
   Post(0);
   return ticket;
 }
 
 void Mailbox::WakeFlushWaiters() {
-  flush_seq_.fetch_add(1, std::memory_order_release);
-  syscall(SYS_futex, &flush_seq_, FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
+  d()->flush_seq.fetch_add(1, std::memory_order_release);
+  syscall(SYS_futex, &d()->flush_seq, FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
 }
 
 void Mailbox::PublishFlushDone(uint64_t requested) {
-  flush_done_.store(requested, std::memory_order_release);
+  d()->flush_done.store(requested, std::memory_order_release);
   WakeFlushWaiters();
 }
 
@@ -167,19 +169,58 @@ bool Mailbox::AwaitFlush(uint64_t ticket, int timeout_ms, const std::atomic<bool
   // waited at least that long, 12 ms a process in an exec-heavy script).
   const int64_t deadline = MonotonicNs() + timeout_ms * 1000000LL;
   for (;;) {
-    const uint32_t seq = flush_seq_.load(std::memory_order_acquire);
-    if (flush_done_.load(std::memory_order_acquire) >= ticket) return true;
+    const uint32_t seq = d()->flush_seq.load(std::memory_order_acquire);
+    if (d()->flush_done.load(std::memory_order_acquire) >= ticket) return true;
     if (!answerer.load()) return false;
     const int64_t left = deadline - MonotonicNs();
     if (left <= 0) return false;
     const timespec wait = ToTimespec(left);
-    syscall(SYS_futex, &flush_seq_, FUTEX_WAIT_PRIVATE, seq, &wait, nullptr, 0);
+    syscall(SYS_futex, &d()->flush_seq, FUTEX_WAIT_PRIVATE, seq, &wait, nullptr, 0);
   }
 }
 
+namespace {
+
+// Copies every word of `from` into `to`, the same layout of atomics.
+template <typename Data>
+void CopyWords(const Data& from, Data* to);
+
+template <>
+void CopyWords(const SessionState::Data& from, SessionState::Data* to) {
+  to->phase.store(from.phase.load());
+  to->off_reason.store(from.off_reason.load());
+  to->off_ns.store(from.off_ns.load());
+  to->end_cause.store(from.end_cause.load());
+  to->end_status.store(from.end_status.load());
+}
+
+template <>
+void CopyWords(const Mailbox::Data& from, Mailbox::Data* to) {
+  to->bits.store(from.bits.load());
+  to->wake.store(from.wake.load());
+  to->worker.store(from.worker.load());
+  to->flush_requested.store(from.flush_requested.load());
+  to->flush_done.store(from.flush_done.load());
+  to->flush_seq.store(from.flush_seq.load());
+}
+
+}  // namespace
+
+void SessionState::MoveTo(void* shared) {
+  auto* to = new (shared) Data;
+  CopyWords(*d(), to);
+  data_.store(to, std::memory_order_release);
+}
+
+void Mailbox::MoveTo(void* shared) {
+  auto* to = new (shared) Data;
+  CopyWords(*d(), to);
+  data_.store(to, std::memory_order_release);
+}
+
 void Mailbox::ResetInForkChild() {
-  bits_.store(0);
-  worker_.store(kNoWorker);
+  d()->bits.store(0);
+  d()->worker.store(kNoWorker);
 }
 
 }  // namespace dlprof

@@ -64,9 +64,26 @@ constexpr int kEndQuickExit = -1;  // _exit(status)
 constexpr int kEndSeccomp = -2;    // a seccomp filter is going in
 constexpr int kEndExit = -3;       // exit(): the exiting thread writes END itself
 
+// SessionState and Mailbox keep their words in a Data block: their own at
+// first (constant-initialized, so any interposer may use them before the
+// library's constructors ran), moved once into the shared arena
+// (core/shared_arena.h) when the session starts (MoveToArena), where a
+// collector process can reach them.
 class SessionState {
  public:
-  Phase phase() const { return static_cast<Phase>(phase_.load(std::memory_order_acquire)); }
+  struct Data {
+    std::atomic<int> phase{static_cast<int>(Phase::kOff)};
+    std::atomic<int> off_reason{kSamplingOn};
+    std::atomic<int64_t> off_ns{0};
+    std::atomic<int> end_cause{kEndNone};
+    std::atomic<int> end_status{0};
+  };
+  constexpr SessionState() : data_(&own_) {}
+  // Copies the words into `shared` (zeroed memory of sizeof(Data)) and uses
+  // them from then on. Before any other thread can reach the session.
+  void MoveTo(void* shared);
+
+  Phase phase() const { return static_cast<Phase>(d()->phase.load(std::memory_order_acquire)); }
   bool recording() const { return IsRecording(phase()); }
 
   // Moves by `event` if the table allows it from the phase now; returns
@@ -78,22 +95,20 @@ class SessionState {
   // and, from Baseline or Sampling, moves to SteppedAside. Returns whether
   // this call set the reason. This function is safe to call from asynchronous signals.
   bool StepAside(OffReason reason, int64_t now_ns);
-  int off_reason() const { return off_reason_.load(std::memory_order_seq_cst); }
-  int64_t off_ns() const { return off_ns_.load(std::memory_order_relaxed); }
+  int off_reason() const { return d()->off_reason.load(std::memory_order_seq_cst); }
+  int64_t off_ns() const { return d()->off_ns.load(std::memory_order_relaxed); }
 
   // Asks for the end (cause as above; a status for _exit): the first cause
   // wins and moves a recording phase to Ending. Returns whether it did.
   // This function is safe to call from asynchronous signals.
   bool BeginEnd(int cause, int status = 0);
-  int end_cause() const { return end_cause_.load(std::memory_order_acquire); }
-  int end_status() const { return end_status_.load(std::memory_order_relaxed); }
+  int end_cause() const { return d()->end_cause.load(std::memory_order_acquire); }
+  int end_status() const { return d()->end_status.load(std::memory_order_relaxed); }
 
  private:
-  std::atomic<int> phase_{static_cast<int>(Phase::kOff)};
-  std::atomic<int> off_reason_{kSamplingOn};
-  std::atomic<int64_t> off_ns_{0};
-  std::atomic<int> end_cause_{kEndNone};
-  std::atomic<int> end_status_{0};
+  Data* d() const { return data_.load(std::memory_order_acquire); }
+  Data own_;
+  std::atomic<Data*> data_;
 };
 
 // Requests to the collector, as bits of one word.
@@ -107,18 +122,31 @@ enum Request : uint32_t {
 
 class Mailbox {
  public:
+  static constexpr int kNoWorker = INT32_MIN;
+  struct Data {
+    std::atomic<uint32_t> bits{0};
+    std::atomic<uint32_t> wake{0};  // futex: bumped by every Post
+    std::atomic<int> worker{kNoWorker};
+    std::atomic<uint64_t> flush_requested{0};
+    std::atomic<uint64_t> flush_done{0};
+    std::atomic<uint32_t> flush_seq{0};  // futex: bumped after each flush_done store
+  };
+  constexpr Mailbox() : data_(&own_) {}
+  // As SessionState::MoveTo.
+  void MoveTo(void* shared);
+
   // Leaves `requests` (0: only wake) and wakes the collector at once, not at
   // its next tick. This function is safe to call from asynchronous signals
   // (errno is kept).
   void Post(uint32_t requests);
   // The collector: every request posted so far, cleared.
-  uint32_t Take() { return bits_.exchange(0, std::memory_order_acq_rel); }
-  uint32_t Pending() const { return bits_.load(std::memory_order_acquire); }
+  uint32_t Take() { return d()->bits.exchange(0, std::memory_order_acq_rel); }
+  uint32_t Pending() const { return d()->bits.load(std::memory_order_acquire); }
   // Takes back requests not served yet.
-  void Withdraw(uint32_t requests) { bits_.fetch_and(~requests, std::memory_order_acq_rel); }
+  void Withdraw(uint32_t requests) { d()->bits.fetch_and(~requests, std::memory_order_acq_rel); }
   // The collector: read before deciding to sleep; Sleep returns early (true)
   // once a Post came after that read, else at `deadline_ns` (CLOCK_MONOTONIC).
-  uint32_t WakeCount() const { return wake_.load(std::memory_order_acquire); }
+  uint32_t WakeCount() const { return d()->wake.load(std::memory_order_acquire); }
   bool Sleep(int64_t deadline_ns, uint32_t seen);
 
   // dlprof_set_worker: the id travels with kRequestWorker.
@@ -131,8 +159,8 @@ class Mailbox {
   // ticket; the collector reads flush_requested() before Take(). These are
   // safe to call from asynchronous signals.
   uint64_t NewFlushTicket();
-  uint64_t flush_requested() const { return flush_requested_.load(std::memory_order_acquire); }
-  uint64_t flush_done() const { return flush_done_.load(std::memory_order_acquire); }
+  uint64_t flush_requested() const { return d()->flush_requested.load(std::memory_order_acquire); }
+  uint64_t flush_done() const { return d()->flush_done.load(std::memory_order_acquire); }
   void PublishFlushDone(uint64_t requested);
   // Waits (at most timeout_ms) for `ticket`; gives up early once `answerer`
   // is false (nobody would answer).
@@ -144,13 +172,9 @@ class Mailbox {
   void ResetInForkChild();
 
  private:
-  static constexpr int kNoWorker = INT32_MIN;
-  std::atomic<uint32_t> bits_{0};
-  std::atomic<uint32_t> wake_{0};  // futex: bumped by every Post
-  std::atomic<int> worker_{kNoWorker};
-  std::atomic<uint64_t> flush_requested_{0};
-  std::atomic<uint64_t> flush_done_{0};
-  std::atomic<uint32_t> flush_seq_{0};  // futex: bumped after each flush_done_ store
+  Data* d() const { return data_.load(std::memory_order_acquire); }
+  Data own_;
+  std::atomic<Data*> data_;
 };
 
 // This process's session and its collector's mailbox.

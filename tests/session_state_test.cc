@@ -4,6 +4,7 @@
 #include "core/session_state.h"
 
 #include "core/run_id.h"
+#include "core/shared_arena.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -333,6 +334,50 @@ TEST(Mailbox, PostingFromASignalHandlerOnTheTakersThreadNeverBlocks) {
   EXPECT_GT(g_handler_posts.load(), 0);
   EXPECT_GE(takes_with_disarm, 1);
   EXPECT_LE(takes_with_disarm, g_handler_posts.load());
+}
+
+// At session start both move their words into the shared arena: what they
+// held comes along, and from then on the arena's words are the ones used
+// (a fork child's copy of them is then its own, tests/shared_arena_test.cc).
+TEST(SessionState, MovedIntoTheArenaKeepsItsWordsAndUsesThem) {
+  SessionState state;
+  ASSERT_TRUE(state.StepAside(kSigprofBeforeStart, 42));
+  auto* words = static_cast<SessionState::Data*>(ArenaMap(sizeof(SessionState::Data), AtFork::kCopy));
+  ASSERT_NE(words, nullptr);
+  state.MoveTo(words);
+  EXPECT_EQ(words->off_reason.load(), kSigprofBeforeStart);
+  EXPECT_EQ(state.off_ns(), 42);
+  EXPECT_TRUE(state.Apply(PhaseEvent::kStartSteppedAside));
+  EXPECT_EQ(words->phase.load(), static_cast<int>(Phase::kSteppedAside)) << "not the arena's words";
+  EXPECT_TRUE(state.BeginEnd(kEndExit));
+  EXPECT_EQ(words->end_cause.load(), kEndExit);
+}
+
+TEST(Mailbox, MovedIntoTheArenaKeepsItsRequestsAndWakesItsSleeper) {
+  Mailbox box;
+  box.Post(kRequestRearm);
+  box.PostWorker(7);
+  auto* words = static_cast<Mailbox::Data*>(ArenaMap(sizeof(Mailbox::Data), AtFork::kCopy));
+  ASSERT_NE(words, nullptr);
+  box.MoveTo(words);
+  EXPECT_EQ(words->bits.load(), kRequestRearm | kRequestWorker);
+  int worker = 0;
+  EXPECT_TRUE(box.TakeWorker(&worker));
+  EXPECT_EQ(worker, 7);
+  EXPECT_EQ(box.Take(), kRequestRearm | kRequestWorker);
+  const uint32_t seen = box.WakeCount();
+  std::thread poster([&] {
+    usleep(20000);
+    box.Post(kRequestDisarm);
+  });
+  timespec start;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  const int64_t start_ns = start.tv_sec * 1000000000LL + start.tv_nsec;
+  // (Woken, not timed out: the deadline is 30 s away, and the test's own
+  // timeout is shorter.)
+  EXPECT_TRUE(box.Sleep(start_ns + 30LL * 1000000000, seen)) << "the post did not wake it";
+  poster.join();
+  EXPECT_EQ(words->bits.load(), kRequestDisarm);
 }
 
 // Two runs of the same pid in the same second (two containers whose
