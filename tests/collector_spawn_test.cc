@@ -164,8 +164,13 @@ TEST(CollectorSpawn, SubreaperCallerAdoptsHelper) {
 TEST(CollectorSpawn, FailureBeforeExecIsReportedAndReaped) {
   std::string error;
   const char* argv[] = {"nowhere", nullptr};
+  errno = EDOM;  // the program's, kept
   EXPECT_EQ(SpawnInvisibleChild("/nonexistent/helper", argv, nullptr, -1, &error), -1);
+  EXPECT_EQ(errno, EDOM);
   EXPECT_NE(error.find("execve: No such file or directory"), std::string::npos) << error;
+  EXPECT_EQ(SpawnProbe({"exit"}, 999, &error), -1);
+  EXPECT_NE(error.find("placing the passed fd at 3: Bad file descriptor"), std::string::npos)
+      << error;
   EXPECT_TRUE(NoChildren());
 }
 
