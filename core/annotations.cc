@@ -71,7 +71,10 @@ Tables* MakeTables() {
   Tables* t = TablesNow();
   if (t == nullptr) {
     t = static_cast<Tables*>(ArenaMap(sizeof(Tables), AtFork::kCopy));
-    if (t != nullptr) g_tables.store(t, std::memory_order_release);
+    if (t != nullptr) {
+      g_tables.store(t, std::memory_order_release);
+      ArenaSetRoot(ArenaRoot::kAnnotations, t);
+    }
   }
   return t;
 }
@@ -129,6 +132,10 @@ uint32_t InternStage(const char* name) {
   t->stage_count.store(id, std::memory_order_release);
   t->stage_index[slot] = id;
   return id;
+}
+
+void UseAnnotationTablesAt(void* tables) {
+  g_tables.store(static_cast<Tables*>(tables), std::memory_order_release);
 }
 
 const char* StageName(uint32_t id) {

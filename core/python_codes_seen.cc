@@ -69,6 +69,7 @@ void MoveCodesSeenToArena() {
   }
   words->last_wake_ns.store(own->last_wake_ns.load(std::memory_order_relaxed));
   g_words.store(words, std::memory_order_release);
+  ArenaSetRoot(ArenaRoot::kCodesSeen, words);
 }
 
 }  // namespace dlprof

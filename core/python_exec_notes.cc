@@ -47,7 +47,9 @@ bool StartExecNotes() {
   Ring* expected = nullptr;
   // Zeroed pages: every counter 0, no slot ready. (A thread that lost the
   // race leaves its extent unused: arena memory is never unmapped.)
-  g_ring.compare_exchange_strong(expected, static_cast<Ring*>(p), std::memory_order_acq_rel);
+  if (g_ring.compare_exchange_strong(expected, static_cast<Ring*>(p), std::memory_order_acq_rel)) {
+    ArenaSetRoot(ArenaRoot::kExecNotes, p);
+  }
   return true;
 }
 

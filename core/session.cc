@@ -196,6 +196,8 @@ void StartSession() {
           ArenaMap(kStateBytes + sizeof(Mailbox::Data), AtFork::kCopy))) {
     g_state.MoveTo(words);
     g_mailbox.MoveTo(words + kStateBytes);
+    ArenaSetRoot(ArenaRoot::kSession, words);
+    ArenaSetRoot(ArenaRoot::kMailbox, words + kStateBytes);
   }
   // Resolve both now, before any thread can race on them, and so that a fork
   // child (which restarts its collector) never calls dlsym: it may have

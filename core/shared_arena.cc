@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 
 #include "backends/private_fd.h"
@@ -37,9 +38,21 @@ struct Extent {
   bool shared;
 };
 
+// The arena's first extent, at offset 0 of the memfd: what another process
+// needs to map the rest at the same addresses (ArenaAttach), and where each
+// structure starts. Extents are filled under g_mu, then counted (release).
+struct Header {
+  uint64_t magic;
+  std::atomic<int> extent_count;
+  std::atomic<const void*> roots[static_cast<int>(ArenaRoot::kCount)];
+  Extent extents[kMaxExtents];
+};
+constexpr uint64_t kMagic = 0x31414e4552414c44ull;  // "DLARENA1"
+
 pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
-Extent g_extents[kMaxExtents];
-int g_extent_count = 0;
+// Where no memfd can be had, the table of private extents lives here.
+Header g_private_header;
+Header* g_header = &g_private_header;
 bool g_initialized = false;
 bool g_all_shared = true;
 PrivateFd g_memfd;
@@ -50,6 +63,8 @@ off_t g_memfd_bytes = 0;
 // atfork handler sets it again after taking its copy; one that ran none
 // (_Fork, a raw fork syscall) reads 0. nullptr: no shared extent can exist.
 std::atomic<const volatile uint8_t*> g_owned_page{nullptr};
+
+int ExtentCount() { return g_header->extent_count.load(std::memory_order_acquire); }
 
 size_t PageBytes() {
   static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
@@ -77,7 +92,9 @@ bool GrowAllowed(off_t to) {
          static_cast<rlim_t>(to) <= limit.rlim_cur;
 }
 
-// Under g_mu: the wipe-on-fork page and the memfd, once.
+void* MapShared(size_t bytes, off_t* offset);
+
+// Under g_mu: the wipe-on-fork page, the memfd and its header, once.
 void InitLocked() {
   if (g_initialized) return;
   g_initialized = true;
@@ -95,7 +112,22 @@ void InitLocked() {
   static_cast<volatile uint8_t*>(page)[0] = 1;
   g_owned_page.store(static_cast<const volatile uint8_t*>(page), std::memory_order_release);
   g_memfd = KeepPrivate(NewMemfd());
-  if (!g_memfd.valid()) g_all_shared = false;
+  if (!g_memfd.valid()) {
+    g_all_shared = false;
+    return;
+  }
+  off_t offset = 0;
+  const size_t bytes = RoundUp(sizeof(Header));
+  auto* header = static_cast<Header*>(MapShared(bytes, &offset));
+  if (header == nullptr) {
+    g_all_shared = false;
+    return;
+  }
+  header->magic = kMagic;
+  header->extents[0] = Extent{reinterpret_cast<uintptr_t>(header), bytes, offset, AtFork::kCopy,
+                              true};
+  header->extent_count.store(1, std::memory_order_release);
+  g_header = header;
 }
 
 void* MapPrivate(size_t bytes) {
@@ -156,7 +188,7 @@ void* ArenaMap(size_t bytes, AtFork at_fork) {
   pthread_mutex_lock(&g_mu);
   InitLocked();
   void* p = nullptr;
-  if (g_extent_count < kMaxExtents) {
+  if (ExtentCount() < kMaxExtents) {
     off_t offset = 0;
     p = MapShared(bytes, &offset);
     const bool shared = p != nullptr;
@@ -165,8 +197,9 @@ void* ArenaMap(size_t bytes, AtFork at_fork) {
       p = MapPrivate(bytes);
     }
     if (p != nullptr) {
-      g_extents[g_extent_count++] =
-          Extent{reinterpret_cast<uintptr_t>(p), bytes, offset, at_fork, shared};
+      const int n = ExtentCount();
+      g_header->extents[n] = Extent{reinterpret_cast<uintptr_t>(p), bytes, offset, at_fork, shared};
+      g_header->extent_count.store(n + 1, std::memory_order_release);
     }
   }
   pthread_mutex_unlock(&g_mu);
@@ -197,14 +230,14 @@ void ArenaPrivatizeInForkChild() {
   g_memfd = KeepPrivate(NewMemfd());
   g_memfd_bytes = 0;
   off_t total = 0;
-  for (int i = 0; i < g_extent_count; ++i) {
-    if (g_extents[i].shared) total += static_cast<off_t>(g_extents[i].bytes);
+  for (int i = 0; i < ExtentCount(); ++i) {
+    if (g_header->extents[i].shared) total += static_cast<off_t>(g_header->extents[i].bytes);
   }
   // One ftruncate for all: a fork child pays per extent only the copy of
   // what was written and one mmap.
   g_all_shared = g_memfd.valid() && GrowAllowed(total) && ftruncate(g_memfd.fd, total) == 0;
-  for (int i = 0; i < g_extent_count; ++i) {
-    Extent& e = g_extents[i];
+  for (int i = 0; i < ExtentCount(); ++i) {
+    Extent& e = g_header->extents[i];
     if (!e.shared) continue;
     void* target = reinterpret_cast<void*>(e.addr);
     const off_t offset = g_memfd_bytes;
@@ -232,18 +265,90 @@ void ArenaPrivatizeInForkChild() {
     e.shared = moved;
   }
   if (StillPrivate(parents)) close(parents.fd);
-  for (int i = 0; i < g_extent_count; ++i) {
-    if (!g_extents[i].shared) g_all_shared = false;
+  for (int i = 0; i < ExtentCount(); ++i) {
+    if (!g_header->extents[i].shared) g_all_shared = false;
   }
   // The wipe zeroed it in this child: the extents are ours again.
   const_cast<volatile uint8_t*>(owned)[0] = 1;
 }
 
+void ArenaSetRoot(ArenaRoot root, const void* p) {
+  g_header->roots[static_cast<int>(root)].store(p, std::memory_order_release);
+}
+
+const void* ArenaRootOf(ArenaRoot root) {
+  return g_header->roots[static_cast<int>(root)].load(std::memory_order_acquire);
+}
+
+namespace {
+
+int g_attached_fd = -1;
+int g_attached_count = 0;  // extents mapped here so far
+
+// MAP_FIXED_NOREPLACE (Linux 4.17; older kernels take it as a hint, so the
+// address is checked too).
+void* MapAt(uintptr_t addr, size_t bytes, int fd, off_t offset, std::string* error) {
+  void* want = reinterpret_cast<void*>(addr);
+  void* p = mmap(want, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, offset);
+  if (p == want) return p;
+  if (p != MAP_FAILED) munmap(p, bytes);
+  if (error != nullptr) {
+    char text[128];
+    snprintf(text, sizeof(text), "arena extent at 0x%lx (%zu bytes): %s",
+             static_cast<unsigned long>(addr), bytes,
+             p == MAP_FAILED ? strerror(errno) : "address taken here");
+    *error = text;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+bool ArenaAttach(int fd, std::string* error) {
+  const size_t bytes = RoundUp(sizeof(Header));
+  void* probe = mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
+  if (probe == MAP_FAILED) {
+    if (error != nullptr) *error = std::string("arena header: ") + strerror(errno);
+    return false;
+  }
+  const auto* seen = static_cast<const Header*>(probe);
+  const bool arena = seen->magic == kMagic && seen->extent_count.load() >= 1 &&
+                     seen->extents[0].bytes == bytes && seen->extents[0].offset == 0;
+  const uintptr_t addr = arena ? seen->extents[0].addr : 0;
+  munmap(probe, bytes);
+  if (!arena) {
+    if (error != nullptr) *error = "not a dlprof arena";
+    return false;
+  }
+  void* header = MapAt(addr, bytes, fd, 0, error);
+  if (header == nullptr) return false;
+  pthread_mutex_lock(&g_mu);
+  g_header = static_cast<Header*>(header);
+  g_initialized = true;
+  g_attached_fd = fd;
+  g_attached_count = 1;
+  pthread_mutex_unlock(&g_mu);
+  return ArenaAttachNewExtents(error);
+}
+
+bool ArenaAttachNewExtents(std::string* error) {
+  pthread_mutex_lock(&g_mu);
+  bool ok = g_attached_fd >= 0;
+  for (const int n = ExtentCount(); ok && g_attached_count < n; ++g_attached_count) {
+    const Extent e = g_header->extents[g_attached_count];
+    // A private extent of the program's (it could not grow the memfd):
+    // not here. The program's ArenaShared() said so.
+    if (e.shared) ok = MapAt(e.addr, e.bytes, g_attached_fd, e.offset, error) != nullptr;
+  }
+  pthread_mutex_unlock(&g_mu);
+  return ok;
+}
+
 ArenaUsage ArenaUsageNow() {
   ArenaUsage usage;
   pthread_mutex_lock(&g_mu);
-  usage.extents = g_extent_count;
-  for (int i = 0; i < g_extent_count; ++i) usage.bytes += g_extents[i].bytes;
+  usage.extents = ExtentCount();
+  for (int i = 0; i < ExtentCount(); ++i) usage.bytes += g_header->extents[i].bytes;
   usage.shared = g_initialized && g_all_shared;
   pthread_mutex_unlock(&g_mu);
   return usage;

@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace dlprof {
 
@@ -48,6 +49,33 @@ bool ArenaOwned();
 // extents become private anonymous memory, so they are still its own.
 // Not async-signal-safe.
 void ArenaPrivatizeInForkChild();
+
+// Where each structure in the arena starts, for a process that attaches
+// to it. Set by the structure's maker once it exists.
+enum class ArenaRoot : int {
+  kSlots,        // core/thread_registry.cc SlotTable
+  kAnnotations,  // core/annotations.cc Tables
+  kSession,      // SessionState::Data
+  kMailbox,      // Mailbox::Data
+  kCodesSeen,    // core/python_codes_seen.cc
+  kExecNotes,    // core/python_exec_notes.cc Ring
+  kCount,
+};
+void ArenaSetRoot(ArenaRoot root, const void* p);
+// nullptr until set (or, after ArenaAttach, until the program set it).
+const void* ArenaRootOf(ArenaRoot root);
+
+// In another process (the collector process, phase 2; tests): maps the
+// arena whose memfd is `fd` (a descriptor of its own: passed at spawn, or
+// opened through /proc/<pid>/fd) at the addresses it has in the program,
+// so that the pointers inside it hold here too, and adopts its header for
+// ArenaRootOf. False with *error when the memfd is not an arena, or an
+// address is already taken in this process (a new exec gets a new layout).
+// Not async-signal-safe.
+bool ArenaAttach(int fd, std::string* error);
+// After ArenaAttach: maps the extents the program added since. False with
+// *error as for ArenaAttach.
+bool ArenaAttachNewExtents(std::string* error);
 
 struct ArenaUsage {
   int extents = 0;

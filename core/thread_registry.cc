@@ -37,7 +37,10 @@ SlotTable* MakeTable() {
   SlotTable* t = Table();
   if (t == nullptr) {
     t = static_cast<SlotTable*>(ArenaMap(sizeof(SlotTable), AtFork::kCopy));
-    if (t != nullptr) g_table.store(t, std::memory_order_release);
+    if (t != nullptr) {
+      g_table.store(t, std::memory_order_release);
+      ArenaSetRoot(ArenaRoot::kSlots, t);
+    }
   }
   pthread_mutex_unlock(&g_table_mu);
   return t;
@@ -50,6 +53,10 @@ uint64_t* g_ring_mem[kMaxThreads];
 uintptr_t g_unwind_stack[kMaxThreads];
 
 }  // namespace
+
+void UseSlotTableAt(void* table) {
+  g_table.store(static_cast<SlotTable*>(table), std::memory_order_release);
+}
 
 ThreadSlot* SlotAt(int i) { return &Table()->slots[i]; }
 

@@ -131,6 +131,11 @@ void PublishSlot(ThreadSlot* s);
 // This function is safe to call from asynchronous signals.
 ThreadSlot* FindSlot(pid_t tid);
 
+// For a process attached to another's arena (core/shared_arena.h
+// ArenaAttach): that process's slot table, its ArenaRoot::kSlots, is the one
+// SlotAt, SlotLimit and FindSlot read from now on. Not signal-safe.
+void UseSlotTableAt(void* table);
+
 // Clears every counter and ring of a slot (claim time, or in a fork child).
 void ResetSlot(ThreadSlot* s);
 

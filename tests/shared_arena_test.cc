@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -15,12 +16,15 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
 #include "backends/private_fd.h"
+#include "tests/support/subprocess.h"
 
 namespace dlprof {
 namespace {
@@ -167,6 +171,145 @@ TEST(SharedArena, AClosedDescriptorLeavesPrivateMemoryNotAnError) {
               return InForkChild([&] { return fcntl(fds[0], F_GETFD) >= 0 && p[0] == 1 ? 0 : 4; });
             }),
             0);
+}
+
+// A child process with a pipe to its stdin and one from its stdout.
+struct Child {
+  pid_t pid = -1;
+  int in = -1;   // its stdin
+  FILE* out = nullptr;  // its stdout
+};
+
+Child Start(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+  int to[2], from[2];
+  Child c;
+  if (pipe2(to, O_CLOEXEC) != 0 || pipe2(from, O_CLOEXEC) != 0) return c;
+  std::vector<char*> args, envs;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  for (const auto& e : env) envs.push_back(const_cast<char*>(e.c_str()));
+  envs.push_back(nullptr);
+  c.pid = fork();
+  if (c.pid == 0) {
+    dup2(to[0], 0);
+    dup2(from[1], 1);
+    execve(args[0], args.data(), envs.data());
+    _exit(127);
+  }
+  close(to[0]);
+  close(from[1]);
+  c.in = to[1];
+  c.out = fdopen(from[0], "r");
+  return c;
+}
+
+std::string Line(FILE* f) {
+  char buf[512];
+  if (fgets(buf, sizeof(buf), f) == nullptr) return "";
+  std::string line(buf);
+  if (!line.empty() && line.back() == '\n') line.pop_back();
+  return line;
+}
+
+struct Seen {
+  std::map<std::string, uint32_t> stages;  // name -> id
+  struct Thread {
+    uint32_t depth = 0, stage = 0;
+    uint64_t samples = 0, unread = 0;
+  };
+  std::map<int, Thread> threads;
+  std::string text;
+};
+
+// One dump of arena_reader's, up to its "end".
+Seen Dump(FILE* f) {
+  Seen seen;
+  for (std::string line = Line(f); !line.empty() && line != "end"; line = Line(f)) {
+    seen.text += line + "\n";
+    std::istringstream in(line);
+    std::string kind, word;
+    in >> kind;
+    if (kind == "stage") {
+      uint32_t id = 0;
+      std::string name;
+      in >> id >> name;
+      seen.stages[name] = id;
+    } else if (kind == "thread") {
+      int tid = 0;
+      Seen::Thread t;
+      in >> tid >> word >> t.depth >> word >> t.stage >> word >> t.samples >> word >> t.unread;
+      seen.threads[tid] = t;
+    }
+  }
+  return seen;
+}
+
+// The number of the program's arena memfd, -1 if it has none.
+int ArenaFdOf(pid_t pid) {
+  for (int fd = 0; fd < 65536; ++fd) {
+    char path[64], target[256] = {};
+    snprintf(path, sizeof(path), "/proc/%d/fd/%d", pid, fd);
+    if (readlink(path, target, sizeof(target) - 1) > 0 && strstr(target, "memfd:dlprof-arena")) {
+      return fd;
+    }
+  }
+  return -1;
+}
+
+// Phase 2's premise, end to end: another process maps a live program's
+// arena at the program's addresses and reads its threads, stages and the
+// handler's counters from it; and after the program is SIGKILLed, what the
+// handler committed is still there (today's collector thread dies with it).
+TEST(SharedArena, AnotherProcessReadsALiveProgramsSamplesAndKeepsThemPastSigkill) {
+  const std::string out = testing::MakeTempDir("dlprof-arena");
+  Child subject = Start({testing::ProgramPath("arena_subject")},
+                        {"DLPROF_SAMPLE=1", "DLPROF_HZ=1000", "DLPROF_OUT=" + out});
+  ASSERT_GT(subject.pid, 0);
+  ASSERT_EQ(Line(subject.out), "ready");
+  const int fd = ArenaFdOf(subject.pid);
+  ASSERT_GE(fd, 0) << "no memfd:dlprof-arena in /proc/" << subject.pid << "/fd";
+  const std::string path = "/proc/" + std::to_string(subject.pid) + "/fd/" + std::to_string(fd);
+  Child reader;
+  Seen before;
+  // An address of the program's may be taken in the reader (exit 75): a
+  // new exec has a new layout.
+  for (int attempt = 0; attempt < 5 && before.threads.empty(); ++attempt) {
+    if (reader.pid > 0) {
+      close(reader.in);
+      fclose(reader.out);
+      int status = 0;
+      waitpid(reader.pid, &status, 0);
+      ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 75) << status;
+    }
+    reader = Start({testing::ProgramPath("arena_reader"), path}, {});
+    ASSERT_GT(reader.pid, 0);
+    before = Dump(reader.out);
+  }
+  ASSERT_EQ(before.stages.count("arena_subject_burn"), 1u) << before.text;
+  ASSERT_EQ(before.threads.count(subject.pid), 1u) << before.text;
+  const Seen::Thread main_before = before.threads[subject.pid];
+  EXPECT_EQ(main_before.depth, 1u) << before.text;
+  EXPECT_EQ(main_before.stage, before.stages["arena_subject_burn"]) << before.text;
+  // 300 ms of CPU at 1000 Hz before "ready".
+  EXPECT_GT(main_before.samples, 100u) << before.text;
+
+  kill(subject.pid, SIGKILL);
+  int status = 0;
+  waitpid(subject.pid, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status)) << status;
+  ASSERT_EQ(write(reader.in, "\n", 1), 1);
+  const Seen after = Dump(reader.out);
+  ASSERT_EQ(after.threads.count(subject.pid), 1u) << after.text;
+  const Seen::Thread main_after = after.threads.at(subject.pid);
+  EXPECT_GE(main_after.samples, main_before.samples) << after.text;
+  EXPECT_EQ(main_after.stage, main_before.stage) << after.text;
+  EXPECT_EQ(after.stages, before.stages) << after.text;
+  close(reader.in);
+  fclose(reader.out);
+  fclose(subject.out);
+  close(subject.in);
+  waitpid(reader.pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 }
 
 }  // namespace
