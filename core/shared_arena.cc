@@ -128,6 +128,11 @@ void InitLocked() {
                               true};
   header->extent_count.store(1, std::memory_order_release);
   g_header = header;
+  // Every fork child takes its copy, whether a session runs or not (one
+  // that failed to start after its first extent registers no fork handler
+  // of its own). Registered before the session's handlers, so it runs
+  // before them in the child.
+  pthread_atfork(nullptr, nullptr, ArenaPrivatizeInForkChild);
 }
 
 void* MapPrivate(size_t bytes) {
@@ -219,11 +224,13 @@ bool ArenaOwned() {
 }
 
 void ArenaPrivatizeInForkChild() {
+  const volatile uint8_t* owned = g_owned_page.load(std::memory_order_relaxed);
+  // Every extent is private memory, or this child took its copy already
+  // (the arena's own fork handler runs before the session's, which asks too).
+  if (owned == nullptr || owned[0] != 0) return;
   // One thread now, and the lock may have been held by a thread that is not
   // in this process.
   g_mu = PTHREAD_MUTEX_INITIALIZER;
-  const volatile uint8_t* owned = g_owned_page.load(std::memory_order_relaxed);
-  if (owned == nullptr) return;  // every extent is private memory
   // The parent's memfd, inherited at the same number: read for its holes,
   // then closed (not ours to grow).
   const PrivateFd parents = g_memfd;

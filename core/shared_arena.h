@@ -45,8 +45,9 @@ bool ArenaOwned();
 // In a fork child, while it has one thread and before anything writes the
 // arena: moves every extent to a memfd of the child's own, at the same
 // address (of kCopy extents the pages ever written are copied, kZero ones
-// are fresh). On failure the child's
-// extents become private anonymous memory, so they are still its own.
+// are fresh). On failure the child's extents become private anonymous
+// memory, so they are still its own. Registered as an atfork child handler
+// when the arena is made; later calls in the same child do nothing.
 // Not async-signal-safe.
 void ArenaPrivatizeInForkChild();
 
