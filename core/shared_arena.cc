@@ -64,7 +64,14 @@ off_t g_memfd_bytes = 0;
 // (_Fork, a raw fork syscall) reads 0. nullptr: no shared extent can exist.
 std::atomic<const volatile uint8_t*> g_owned_page{nullptr};
 
-int ExtentCount() { return g_header->extent_count.load(std::memory_order_acquire); }
+// This process's own count of extents and its roots, in private memory: a
+// fork child's copy is the parent's at the fork, while the header, shared
+// until the child has taken its copy, may already hold extents and roots
+// the parent added since (mapped in the parent only).
+int g_local_count = 0;
+const void* g_local_roots[static_cast<int>(ArenaRoot::kCount)];
+
+int ExtentCount() { return g_local_count; }
 
 size_t PageBytes() {
   static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
@@ -128,11 +135,14 @@ void InitLocked() {
                               true};
   header->extent_count.store(1, std::memory_order_release);
   g_header = header;
+  g_local_count = 1;
   // Every fork child takes its copy, whether a session runs or not (one
   // that failed to start after its first extent registers no fork handler
   // of its own). Registered before the session's handlers, so it runs
   // before them in the child.
-  pthread_atfork(nullptr, nullptr, ArenaPrivatizeInForkChild);
+  // No extent is half made at a fork: the child's count and table agree.
+  pthread_atfork([] { pthread_mutex_lock(&g_mu); }, [] { pthread_mutex_unlock(&g_mu); },
+                 ArenaPrivatizeInForkChild);
 }
 
 void* MapPrivate(size_t bytes) {
@@ -204,6 +214,7 @@ void* ArenaMap(size_t bytes, AtFork at_fork) {
     if (p != nullptr) {
       const int n = ExtentCount();
       g_header->extents[n] = Extent{reinterpret_cast<uintptr_t>(p), bytes, offset, at_fork, shared};
+      g_local_count = n + 1;
       g_header->extent_count.store(n + 1, std::memory_order_release);
     }
   }
@@ -275,12 +286,20 @@ void ArenaPrivatizeInForkChild() {
   for (int i = 0; i < ExtentCount(); ++i) {
     if (!g_header->extents[i].shared) g_all_shared = false;
   }
+  // The header is the child's now: its count and roots as at the fork.
+  g_header->extent_count.store(g_local_count, std::memory_order_release);
+  for (int r = 0; r < static_cast<int>(ArenaRoot::kCount); ++r) {
+    g_header->roots[r].store(g_local_roots[r], std::memory_order_release);
+  }
   // The wipe zeroed it in this child: the extents are ours again.
   const_cast<volatile uint8_t*>(owned)[0] = 1;
 }
 
 void ArenaSetRoot(ArenaRoot root, const void* p) {
+  pthread_mutex_lock(&g_mu);
+  g_local_roots[static_cast<int>(root)] = p;
   g_header->roots[static_cast<int>(root)].store(p, std::memory_order_release);
+  pthread_mutex_unlock(&g_mu);
 }
 
 const void* ArenaRootOf(ArenaRoot root) {
@@ -341,7 +360,8 @@ bool ArenaAttach(int fd, std::string* error) {
 bool ArenaAttachNewExtents(std::string* error) {
   pthread_mutex_lock(&g_mu);
   bool ok = g_attached_fd >= 0;
-  for (const int n = ExtentCount(); ok && g_attached_count < n; ++g_attached_count) {
+  for (const int n = g_header->extent_count.load(std::memory_order_acquire);
+       ok && g_attached_count < n; ++g_attached_count) {
     const Extent e = g_header->extents[g_attached_count];
     // A private extent of the program's (it could not grow the memfd):
     // not here. The program's ArenaShared() said so.
