@@ -57,7 +57,9 @@ bool PutExecNote(uintptr_t code, uint64_t identity, int64_t time_ns, int first_l
                  const char* qualname, size_t qualname_bytes, const char* filename,
                  size_t filename_bytes) {
   Ring* r = g_ring.load(std::memory_order_acquire);
-  if (r == nullptr) return false;
+  // (Not in a child of a fork that ran no atfork handler: the ring is
+  // still its parent's, core/shared_arena.h.)
+  if (r == nullptr || !ArenaOwned()) return false;
   if (qualname_bytes + filename_bytes > kExecNoteTextBytes) {
     r->dropped.fetch_add(1, std::memory_order_relaxed);
     return false;

@@ -311,6 +311,9 @@ bool RequestFlush(int timeout_ms) {
   // No collector (output failed, or it never started): nobody would answer.
   const Phase phase = g_state.phase();
   if ((!IsRecording(phase) && phase != Phase::kEnding) || !g_collector_running.load()) return false;
+  // A child of a fork that ran no atfork handler has no collector of its
+  // own; the mailbox is still its parent's (core/shared_arena.h).
+  if (!ArenaOwned()) return false;
   const uint64_t ticket = g_mailbox.NewFlushTicket();
   return g_mailbox.AwaitFlush(ticket, timeout_ms, g_collector_running);
 }

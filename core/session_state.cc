@@ -8,6 +8,7 @@
 
 #include <new>
 
+#include "core/shared_arena.h"
 #include "core/signal_handler.h"  // MonotonicNs (by syscall where PR_SET_TSC forbids the vDSO)
 
 namespace dlprof {
@@ -117,6 +118,9 @@ bool SessionState::BeginEnd(int cause, int status) {
 }
 
 void Mailbox::Post(uint32_t requests) {
+  // A child of a fork that ran no atfork handler: the words are still its
+  // parent's (core/shared_arena.h), and its requests are not the parent's.
+  if (!ArenaOwned()) return;
   const int saved_errno = errno;
   if (requests != 0) d()->bits.fetch_or(requests, std::memory_order_acq_rel);
   d()->wake.fetch_add(1, std::memory_order_release);

@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -100,6 +101,8 @@ bool GrowAllowed(off_t to) {
 }
 
 void* MapShared(size_t bytes, off_t* offset);
+void PrepareForkCopy();
+void CloseForkCopyInParent();
 
 // Under g_mu: the wipe-on-fork page, the memfd and its header, once.
 void InitLocked() {
@@ -140,9 +143,9 @@ void InitLocked() {
   // that failed to start after its first extent registers no fork handler
   // of its own). Registered before the session's handlers, so it runs
   // before them in the child.
-  // No extent is half made at a fork: the child's count and table agree.
-  pthread_atfork([] { pthread_mutex_lock(&g_mu); }, [] { pthread_mutex_unlock(&g_mu); },
-                 ArenaPrivatizeInForkChild);
+  // Registered before the session's handlers: this prepare runs after
+  // theirs (the stage and buffer tables' locks are held by then).
+  pthread_atfork(PrepareForkCopy, CloseForkCopyInParent, ArenaPrivatizeInForkChild);
 }
 
 void* MapPrivate(size_t bytes) {
@@ -195,6 +198,87 @@ bool CopyExtent(const Extent& e, const PrivateFd& from, int to, off_t to_offset)
   return true;
 }
 
+// The child's copy of the arena, made by the parent in its atfork prepare
+// handler: a snapshot as at the fork. Copied later, by the child, it would
+// hold what the parent's other threads wrote since (a stage table entry
+// pointing into a names block mapped in the parent only, a thread's slot
+// marked exited after it forked), while the child's own memory is the
+// parent's at the fork. The descriptor is the child's (inherited at the
+// same number); the parent closes its copy once fork() has returned.
+struct ForkCopy {
+  bool locked = false;  // the prepare handler holds g_mu
+  bool ready = false;
+  PrivateFd fd;
+  off_t bytes = 0;
+  off_t offsets[kMaxExtents];
+};
+ForkCopy g_fork_copy;
+
+void PrepareForkCopy() {
+  g_fork_copy.ready = false;
+  // Held until fork() returns: no extent half made. Bounded (~2 ms): a
+  // fork from a signal handler may have interrupted this thread inside
+  // ArenaMap; then the child copies what it can itself.
+  g_fork_copy.locked = false;
+  for (int i = 0; i < 200 && !g_fork_copy.locked; ++i) {
+    g_fork_copy.locked = pthread_mutex_trylock(&g_mu) == 0;
+    if (!g_fork_copy.locked) {
+      const timespec pause{0, 10000};
+      nanosleep(&pause, nullptr);
+    }
+  }
+  if (!g_fork_copy.locked) return;
+  // A raw-fork child's arena is its parent's; its children copy as they can.
+  if (g_owned_page.load(std::memory_order_relaxed) == nullptr || !ArenaOwned()) return;
+  PrivateFd fd = KeepPrivate(NewMemfd());
+  if (!fd.valid()) return;
+  off_t total = 0;
+  for (int i = 0; i < ExtentCount(); ++i) {
+    if (g_header->extents[i].shared) total += static_cast<off_t>(g_header->extents[i].bytes);
+  }
+  bool ok = GrowAllowed(total) && ftruncate(fd.fd, total) == 0;
+  off_t at = 0;
+  for (int i = 0; ok && i < ExtentCount(); ++i) {
+    const Extent& e = g_header->extents[i];
+    if (!e.shared) continue;
+    g_fork_copy.offsets[i] = at;
+    if (e.at_fork == AtFork::kCopy) ok = CopyExtent(e, g_memfd, fd.fd, at);
+    at += static_cast<off_t>(e.bytes);
+  }
+  if (!ok) {
+    ReleasePrivate(&fd);
+    return;
+  }
+  g_fork_copy.fd = fd;
+  g_fork_copy.bytes = total;
+  g_fork_copy.ready = true;
+}
+
+void CloseForkCopyInParent() {
+  if (g_fork_copy.ready) ReleasePrivate(&g_fork_copy.fd);
+  g_fork_copy.ready = false;
+  if (g_fork_copy.locked) pthread_mutex_unlock(&g_mu);
+  g_fork_copy.locked = false;
+}
+
+// In the child: its extents mapped from the copy the parent made for it.
+// False if any mapping failed (the rest is then copied by the child).
+bool MapForkCopy() {
+  bool ok = true;
+  for (int i = 0; i < ExtentCount(); ++i) {
+    Extent& e = g_header->extents[i];
+    if (!e.shared) continue;
+    const off_t offset = g_fork_copy.offsets[i];
+    if (mmap(reinterpret_cast<void*>(e.addr), e.bytes, PROT_READ | PROT_WRITE,
+             MAP_SHARED | MAP_FIXED, g_fork_copy.fd.fd, offset) == MAP_FAILED) {
+      ok = false;
+      break;
+    }
+    e.offset = offset;  // (the header is the child's from extent 0 on)
+  }
+  return ok;
+}
+
 }  // namespace
 
 void* ArenaMap(size_t bytes, AtFork at_fork) {
@@ -234,14 +318,44 @@ bool ArenaOwned() {
   return page == nullptr || page[0] != 0;
 }
 
+namespace {
+
+// The end of a fork child's privatization, either way.
+void FinishPrivatizing(const volatile uint8_t* owned) {
+  for (int i = 0; i < ExtentCount(); ++i) {
+    if (!g_header->extents[i].shared) g_all_shared = false;
+  }
+  // The header is the child's now: its count and roots as at the fork.
+  g_header->extent_count.store(g_local_count, std::memory_order_release);
+  for (int r = 0; r < static_cast<int>(ArenaRoot::kCount); ++r) {
+    g_header->roots[r].store(g_local_roots[r], std::memory_order_release);
+  }
+  // The wipe zeroed it in this child: the extents are ours again.
+  const_cast<volatile uint8_t*>(owned)[0] = 1;
+}
+
+}  // namespace
+
 void ArenaPrivatizeInForkChild() {
   const volatile uint8_t* owned = g_owned_page.load(std::memory_order_relaxed);
   // Every extent is private memory, or this child took its copy already
   // (the arena's own fork handler runs before the session's, which asks too).
   if (owned == nullptr || owned[0] != 0) return;
   // One thread now, and the lock may have been held by a thread that is not
-  // in this process.
+  // in this process (the prepare handler's, taken by this thread, too).
   g_mu = PTHREAD_MUTEX_INITIALIZER;
+  if (g_fork_copy.ready) {
+    g_fork_copy.ready = false;
+    if (MapForkCopy()) {
+      if (StillPrivate(g_memfd)) close(g_memfd.fd);  // the parent's
+      g_memfd = g_fork_copy.fd;
+      g_memfd_bytes = g_fork_copy.bytes;
+      FinishPrivatizing(owned);
+      return;
+    }
+    // A mapping failed: the child copies what is left itself, below.
+    ReleasePrivate(&g_fork_copy.fd);
+  }
   // The parent's memfd, inherited at the same number: read for its holes,
   // then closed (not ours to grow).
   const PrivateFd parents = g_memfd;
@@ -283,16 +397,7 @@ void ArenaPrivatizeInForkChild() {
     e.shared = moved;
   }
   if (StillPrivate(parents)) close(parents.fd);
-  for (int i = 0; i < ExtentCount(); ++i) {
-    if (!g_header->extents[i].shared) g_all_shared = false;
-  }
-  // The header is the child's now: its count and roots as at the fork.
-  g_header->extent_count.store(g_local_count, std::memory_order_release);
-  for (int r = 0; r < static_cast<int>(ArenaRoot::kCount); ++r) {
-    g_header->roots[r].store(g_local_roots[r], std::memory_order_release);
-  }
-  // The wipe zeroed it in this child: the extents are ours again.
-  const_cast<volatile uint8_t*>(owned)[0] = 1;
+  FinishPrivatizing(owned);
 }
 
 void ArenaSetRoot(ArenaRoot root, const void* p) {

@@ -162,6 +162,35 @@ TEST(SharedArena, ExtentsTheParentMakesDuringAForkAreNotTheChilds) {
   EXPECT_EQ(bad, 0) << "fork children that crashed or did not own their arena";
 }
 
+// A child handler of the test's own, registered before any arena exists
+// (at load), so that it runs before the arena's: while the child sleeps in
+// it, the parent writes the arena.
+std::atomic<bool> g_child_sleeps{false};
+const int g_sleeper_registered = pthread_atfork(nullptr, nullptr, [] {
+  if (g_child_sleeps.load()) usleep(50000);
+});
+
+// The child's arena is the parent's as at the fork, as the rest of its
+// memory is: copied by the parent's prepare handler, not by the child later
+// (a thread that forked and ended had its slot copied as exited, and the
+// child lost every sample; a stage name interned after the fork pointed
+// into a block mapped in the parent only: SIGSEGV).
+TEST(SharedArena, AForkChildsArenaIsAsAtTheFork) {
+  ASSERT_EQ(g_sleeper_registered, 0);
+  auto* table = static_cast<volatile uint64_t*>(ArenaMap(4096, AtFork::kCopy));
+  ASSERT_NE(table, nullptr);
+  table[0] = 1;
+  g_child_sleeps.store(true);
+  const pid_t pid = fork();
+  if (pid == 0) _exit(table[0] == 1 ? 0 : 1);
+  table[0] = 2;  // while the child sleeps before taking its copy
+  g_child_sleeps.store(false);
+  int status = -1;
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "the child saw what the parent wrote after the fork";
+}
+
 TEST(SharedArena, ChildrenOfForksWithoutAtforkHandlersOwnNothing) {
   ASSERT_NE(ArenaMap(4096, AtFork::kCopy), nullptr);
   ASSERT_TRUE(ArenaOwned());
