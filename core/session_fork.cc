@@ -98,10 +98,20 @@ pid_t ProgramForkpty(int* amaster, char* name, const struct termios* termp, cons
   return AroundPythonFork([&] { return next(amaster, name, termp, winp); });
 }
 
+// A fork by a process whose session is not its own: a child of _Fork() or a
+// raw fork syscall, which ran no fork handler. Its dlprof locks may be held
+// by threads of its parent's that it does not have: taking them would wait
+// forever (a hostile review's raw-fork child that forked again hung). Such
+// a fork takes none, and its child stops recording. Per thread: set by the
+// prepare handler, read by the others on the same thread.
+__thread bool t_fork_foreign __attribute__((tls_model("initial-exec"))) = false;
+
 // Every dlprof lock is held across fork(), so the child gets each of them
 // free and its data consistent: the stage and buffer tables (a child interns
 // stages too), the collector, the timers.
 void LockForFork() {
+  t_fork_foreign = g_session_pid.load(std::memory_order_relaxed) != getpid();
+  if (t_fork_foreign) return;
   LockAnnotationsForFork();
   pthread_mutex_lock(&g_collector_mu);
   LockTimersForFork();
@@ -115,6 +125,7 @@ void LockForFork() {
 }
 
 void UnlockAfterFork() {
+  if (t_fork_foreign) return;
   UnlockLoaderCallsAfterFork();
   UnlockTimersAfterFork();
   pthread_mutex_unlock(&g_collector_mu);
@@ -133,6 +144,15 @@ void ResetInForkChild() {
   g_collector_mu = PTHREAD_MUTEX_INITIALIZER;
   ResetLoaderCallsInForkChild();
   ResetTimerLockInForkChild();
+  if (t_fork_foreign) {
+    // A grandchild through a raw-fork child: no profile of its own (its
+    // stage and buffer locks were not taken for the fork, and are left
+    // alone; a session that is off does not use them).
+    t_fork_foreign = false;
+    g_collector_running.store(false);
+    g_state.Apply(PhaseEvent::kLost);
+    return;
+  }
   UnlockAnnotationsAfterFork();
   ResetSignalLockInForkChild();
   g_sampler.fork_fence.store(0);
