@@ -210,7 +210,7 @@ struct ForkCopy {
   bool ready = false;
   PrivateFd fd;
   off_t bytes = 0;
-  off_t offsets[kMaxExtents];
+  off_t offsets[kMaxExtents] = {};
 };
 ForkCopy g_fork_copy;
 
