@@ -264,19 +264,19 @@ void CloseForkCopyInParent() {
 // In the child: its extents mapped from the copy the parent made for it.
 // False if any mapping failed (the rest is then copied by the child).
 bool MapForkCopy() {
-  bool ok = true;
   for (int i = 0; i < ExtentCount(); ++i) {
-    Extent& e = g_header->extents[i];
-    if (!e.shared) continue;
-    const off_t offset = g_fork_copy.offsets[i];
-    if (mmap(reinterpret_cast<void*>(e.addr), e.bytes, PROT_READ | PROT_WRITE,
-             MAP_SHARED | MAP_FIXED, g_fork_copy.fd.fd, offset) == MAP_FAILED) {
-      ok = false;
-      break;
+    const Extent& e = g_header->extents[i];
+    if (e.shared && mmap(reinterpret_cast<void*>(e.addr), e.bytes, PROT_READ | PROT_WRITE,
+                         MAP_SHARED | MAP_FIXED, g_fork_copy.fd.fd,
+                         g_fork_copy.offsets[i]) == MAP_FAILED) {
+      return false;  // offsets untouched: the child's own copy reads the parent's memfd by them
     }
-    e.offset = offset;  // (the header is the child's from extent 0 on)
   }
-  return ok;
+  // The header is the child's now (extent 0): its offsets are the copy's.
+  for (int i = 0; i < ExtentCount(); ++i) {
+    if (g_header->extents[i].shared) g_header->extents[i].offset = g_fork_copy.offsets[i];
+  }
+  return true;
 }
 
 }  // namespace
