@@ -166,6 +166,20 @@ void* MapShared(size_t bytes, off_t* offset) {
   return p;
 }
 
+// The copy reads what other threads may be writing meanwhile (a thread's
+// slot counters, its stage stack): racy by design, as the collector's reads
+// of them are, and the values a fork child gets are reset or only weigh
+// its first tick. ThreadSanitizer is told so, not to report the reads.
+#if defined(__SANITIZE_THREAD__)
+extern "C" void AnnotateIgnoreReadsBegin(const char* file, int line);
+extern "C" void AnnotateIgnoreReadsEnd(const char* file, int line);
+#define DLPROF_RACY_READS_BEGIN() AnnotateIgnoreReadsBegin(__FILE__, __LINE__)
+#define DLPROF_RACY_READS_END() AnnotateIgnoreReadsEnd(__FILE__, __LINE__)
+#else
+#define DLPROF_RACY_READS_BEGIN() ((void)0)
+#define DLPROF_RACY_READS_END() ((void)0)
+#endif
+
 // Copies what was ever written of `e` into `to` at `to_offset`: the memfd's
 // data ranges (SEEK_DATA: pages never touched are holes, so a 418 KB slot
 // table with 3 slots claimed costs one page), or all of it when the
@@ -186,7 +200,9 @@ bool CopyExtent(const Extent& e, const PrivateFd& from, int to, off_t to_offset)
     size_t left = static_cast<size_t>(hole - data);
     off_t dst = to_offset + (data - e.offset);
     while (left > 0) {
+      DLPROF_RACY_READS_BEGIN();
       const ssize_t n = pwrite(to, src, left, dst);
+      DLPROF_RACY_READS_END();
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) return false;
       src += n;
