@@ -104,33 +104,29 @@ void* MapShared(size_t bytes, off_t* offset);
 void PrepareForkCopy();
 void CloseForkCopyInParent();
 
-// Under g_mu: the wipe-on-fork page, the memfd and its header, once.
+// Under g_mu: the memfd, its header and the wipe-on-fork page, once. The
+// page is published only with a header: where the arena cannot be shared,
+// its extents are private memory, which a raw-fork child may write freely.
 void InitLocked() {
   if (g_initialized) return;
   g_initialized = true;
+  g_all_shared = false;
   void* page = mmap(nullptr, PageBytes(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                     -1, 0);
-  if (page == MAP_FAILED) {
-    g_all_shared = false;
-    return;
-  }
-  if (madvise(page, PageBytes(), MADV_WIPEONFORK) != 0) {  // Linux < 4.14
+  if (page == MAP_FAILED) return;
+  if (madvise(page, PageBytes(), MADV_WIPEONFORK) != 0 ||  // Linux < 4.14
+      !(g_memfd = KeepPrivate(NewMemfd())).valid()) {
     munmap(page, PageBytes());
-    g_all_shared = false;
     return;
   }
-  static_cast<volatile uint8_t*>(page)[0] = 1;
-  g_owned_page.store(static_cast<const volatile uint8_t*>(page), std::memory_order_release);
-  g_memfd = KeepPrivate(NewMemfd());
-  if (!g_memfd.valid()) {
-    g_all_shared = false;
-    return;
-  }
+  g_all_shared = true;
   off_t offset = 0;
   const size_t bytes = RoundUp(sizeof(Header));
   auto* header = static_cast<Header*>(MapShared(bytes, &offset));
   if (header == nullptr) {
     g_all_shared = false;
+    ReleasePrivate(&g_memfd);
+    munmap(page, PageBytes());
     return;
   }
   header->magic = kMagic;
@@ -139,12 +135,12 @@ void InitLocked() {
   header->extent_count.store(1, std::memory_order_release);
   g_header = header;
   g_local_count = 1;
+  static_cast<volatile uint8_t*>(page)[0] = 1;
+  g_owned_page.store(static_cast<const volatile uint8_t*>(page), std::memory_order_release);
   // Every fork child takes its copy, whether a session runs or not (one
-  // that failed to start after its first extent registers no fork handler
-  // of its own). Registered before the session's handlers, so it runs
-  // before them in the child.
-  // Registered before the session's handlers: this prepare runs after
-  // theirs (the stage and buffer tables' locks are held by then).
+  // that failed to start after its first extent has no fork handler of its
+  // own). Registered before the session's handlers: this prepare runs after
+  // theirs (the stage and buffer locks held), this child handler before.
   pthread_atfork(PrepareForkCopy, CloseForkCopyInParent, ArenaPrivatizeInForkChild);
 }
 

@@ -234,6 +234,12 @@ TEST(NoHarm, PerfRefusedBySeccompAndPosixTimerAskedForStillSamples) {
                     Harm("cpu_burn"));
 }
 
+// memfd_create refused (a container profile may): the shared arena is
+// private memory, and a fork child is still sampled.
+TEST(NoHarm, MemfdRefusedBySeccompStillSamplesForkedWorkers) {
+  ExpectSamplesWith({Harm("deny_memfd"), Harm("fork_burn"), "500"}, {}, Harm("fork_burn"));
+}
+
 TEST(NoHarm, PosixTimerSamplesWithoutKillingTheProgram) {
   ExpectSamplesWith({Harm("cpu_burn"), "1000", "2"}, {{"DLPROF_TIMER", "posix"}}, Harm("cpu_burn"));
 }
