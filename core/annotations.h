@@ -24,11 +24,11 @@ uint32_t StageCount();  // highest id handed out
 uint64_t StageNamesRefused();  // intern calls for a new name with the table full
 uint64_t NamesCut();           // stage and buffer names cut to kMaxStageNameBytes
 uint64_t BuffersRefused();     // dlprof_buffer_create calls with the table full
-void ResetAnnotationCounters();
+void ResetAnnotationCounters();  // a fork child counts its own
 // For a process attached to another's arena (core/shared_arena.h): its
 // stage and buffer tables (ArenaRoot::kAnnotations) are the ones read here
 // from now on.
-void UseAnnotationTablesAt(void* tables);  // a fork child counts its own
+void UseAnnotationTablesAt(void* tables);
 
 // fork(): the parent holds both table locks across it, so the child gets
 // them free (core/session_fork.cc). In the child, unlock reinitialises.

@@ -27,17 +27,20 @@ uint32_t BitOf(uintptr_t code, uint64_t identity) {
   return static_cast<uint32_t>(h >> (64 - 14));
 }
 
-}  // namespace
-
-bool PyCodeSeen(uintptr_t code, uint64_t identity) {
+bool SeenIn(const Words& words, uintptr_t code, uint64_t identity) {
   const uint32_t bit = BitOf(code, identity);
-  return (W()->seen[bit / 64].load(std::memory_order_relaxed) >> (bit % 64) & 1) != 0;
+  return (words.seen[bit / 64].load(std::memory_order_relaxed) >> (bit % 64) & 1) != 0;
 }
 
+}  // namespace
+
+bool PyCodeSeen(uintptr_t code, uint64_t identity) { return SeenIn(*W(), code, identity); }
+
 bool HasUnseenPyCode(const uint64_t* frames, int n) {
+  const Words& words = *W();  // one load of where they are, not one a frame
   for (int f = 0; f < n; ++f) {
     const uint64_t* frame = frames + kPyFrameWords * f;
-    if (!PyCodeSeen(static_cast<uintptr_t>(frame[0] & ~kPyEntryBit), frame[2])) return true;
+    if (!SeenIn(words, static_cast<uintptr_t>(frame[0] & ~kPyEntryBit), frame[2])) return true;
   }
   return false;
 }

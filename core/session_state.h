@@ -67,7 +67,7 @@ constexpr int kEndExit = -3;       // exit(): the exiting thread writes END itse
 // SessionState and Mailbox keep their words in a Data block: their own at
 // first (constant-initialized, so any interposer may use them before the
 // library's constructors ran), moved once into the shared arena
-// (core/shared_arena.h) when the session starts (MoveToArena), where a
+// (core/shared_arena.h) when the session starts (MoveTo), where a
 // collector process can reach them.
 class SessionState {
  public:
