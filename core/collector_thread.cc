@@ -34,6 +34,7 @@
 #include "core/session_internal.h"
 #include "core/signal_handler.h"
 #include "core/signals.h"
+#include "core/tick_schedule.h"
 
 namespace dlprof {
 
@@ -207,30 +208,12 @@ void* CollectorMain(void*) {
   sigset_t all;
   sigfillset(&all);
   RealPthreadSigmask(SIG_BLOCK, &all, nullptr);  // signals go to the program's threads
-  // The tick period. Each wake-up costs ~60-90 us of CPU on a VM (a bare
-  // 100 Hz sleep loop is 1.2% of a core there: BENCHMARKS.md), so in light
-  // mode the collector ticks kSlowTickFactor times less often once every
-  // thread has been steady (running the whole tick, or blocked all of it, in
-  // the same stage) for kSteadyTicksBeforeSlow ticks and no buffer exists,
-  // and goes back to the fast period at the first tick that sees a change.
-  // Wall records carry their own wall time, so only the resolution of the
-  // stage attribution of a steady thread's wall time is coarser meanwhile;
-  // its CPU samples keep their rate. Detailed mode always ticks fast.
-  constexpr int kSlowTickFactor = 5;
-  constexpr int kSteadyTicksBeforeSlow = 10;
   const int64_t fast_period = G->config.snapshot_ms * 1000000LL;
-  const int64_t slow_period = G->config.mode == Mode::kLight ? fast_period * kSlowTickFactor : fast_period;
-  int steady_ticks = 0;
+  int64_t last_flush = MonotonicNs();
+  TickSchedule schedule(fast_period, G->config.mode == Mode::kLight, last_flush,
+                        static_cast<uint64_t>(last_flush) ^ (static_cast<uint64_t>(getpid()) << 32) ^
+                            0x9e3779b97f4a7c15ULL);
   bool ended_for_exec = false;  // END "exec" written; nothing more until a re-arm
-  int64_t next = MonotonicNs();
-  int64_t last_flush = next;
-  // Each interval is drawn uniformly from 0.5 to 1.5 periods. On a fixed grid
-  // the ticks alias with a program that repeats itself every period: rt_workload's
-  // 1/3/6 ms cycle of stages a/b/c came out 100% c (or 100% a) in wall time.
-  // With independent intervals the phase at a tick is independent of the
-  // interval it closes, so neither the state it samples nor the wall time it
-  // weighs that state with is biased; the mean rate is unchanged.
-  uint64_t rng = static_cast<uint64_t>(next) ^ (static_cast<uint64_t>(getpid()) << 32) ^ 0x9e3779b97f4a7c15ULL;
   // The ticks, left on a std::bad_alloc from anywhere in one. Under an
   // address-space limit the collector's own containers run out of memory
   // (interned stacks, wall records, a maps record): the exception left to
@@ -242,17 +225,11 @@ void* CollectorMain(void*) {
   auto ticks = [&] {
     while (CollectorHasWork()) {
       const uint32_t wake_seen = g_mailbox.WakeCount();
-      rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;  // xorshift64
-      const int64_t period = steady_ticks >= kSteadyTicksBeforeSlow ? slow_period : fast_period;
-      next += period / 2 + static_cast<int64_t>(rng % static_cast<uint64_t>(period + 1));
       int64_t now = MonotonicNs();
-      if (next < now) next = now;  // fell behind (suspended): don't burst
+      const int64_t next = schedule.Next(now);
       // The once-a-second flush is never later for a slow tick.
       const int64_t deadline = std::min(next, std::max<int64_t>(now, last_flush + 1000000000LL));
-      if (RequestWaiting() || g_mailbox.Sleep(deadline, wake_seen)) {
-        next = MonotonicNs();  // woken for a request: the next tick is a period from now
-        steady_ticks = 0;
-      }
+      if (RequestWaiting() || g_mailbox.Sleep(deadline, wake_seen)) schedule.Woken(MonotonicNs());
       UnlockedChores();
       LockTick(&locked);
       if (!CollectorHasWork() || g_collector == nullptr) {
@@ -271,7 +248,7 @@ void* CollectorMain(void*) {
       EndBaseline(now);
       RecordSamplingOff(g_collector);
       if (requests & kRequestWorker) ApplyPendingWorker(g_collector);
-      steady_ticks = g_collector->SnapshotTick(now) ? 0 : steady_ticks + 1;
+      schedule.Ticked(g_collector->SnapshotTick(now));
       g_collector->Drain();
       if (g_main_thread_exited.load(std::memory_order_acquire) && NoProgramThreadLeft()) {
         UnlockTick(&locked);
