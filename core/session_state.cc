@@ -124,7 +124,7 @@ void Mailbox::Post(uint32_t requests) {
   const int saved_errno = errno;
   if (requests != 0) d()->bits.fetch_or(requests, std::memory_order_acq_rel);
   d()->wake.fetch_add(1, std::memory_order_release);
-  syscall(SYS_futex, &d()->wake, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+  syscall(SYS_futex, &d()->wake, FUTEX_WAKE, 1, nullptr, nullptr, 0);
   errno = saved_errno;
 }
 
@@ -135,7 +135,7 @@ bool Mailbox::Sleep(int64_t deadline_ns, uint32_t seen) {
     if (MonotonicNs() >= deadline_ns) return false;
     // FUTEX_WAIT_BITSET: an absolute CLOCK_MONOTONIC deadline, so EINTR and
     // spurious returns just go round again.
-    syscall(SYS_futex, &d()->wake, FUTEX_WAIT_BITSET_PRIVATE, seen, &ts, nullptr,
+    syscall(SYS_futex, &d()->wake, FUTEX_WAIT_BITSET, seen, &ts, nullptr,
             FUTEX_BITSET_MATCH_ANY);
   }
 }
@@ -160,7 +160,7 @@ uint64_t Mailbox::NewFlushTicket() {
 
 void Mailbox::WakeFlushWaiters() {
   d()->flush_seq.fetch_add(1, std::memory_order_release);
-  syscall(SYS_futex, &d()->flush_seq, FUTEX_WAKE_PRIVATE, INT32_MAX, nullptr, nullptr, 0);
+  syscall(SYS_futex, &d()->flush_seq, FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
 }
 
 void Mailbox::PublishFlushDone(uint64_t requested) {
@@ -179,7 +179,7 @@ bool Mailbox::AwaitFlush(uint64_t ticket, int timeout_ms, const std::atomic<bool
     const int64_t left = deadline - MonotonicNs();
     if (left <= 0) return false;
     const timespec wait = ToTimespec(left);
-    syscall(SYS_futex, &d()->flush_seq, FUTEX_WAIT_PRIVATE, seq, &wait, nullptr, 0);
+    syscall(SYS_futex, &d()->flush_seq, FUTEX_WAIT, seq, &wait, nullptr, 0);
   }
 }
 

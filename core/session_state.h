@@ -82,6 +82,9 @@ class SessionState {
   // Copies the words into `shared` (zeroed memory of sizeof(Data)) and uses
   // them from then on. Before any other thread can reach the session.
   void MoveTo(void* shared);
+  // Uses the words at `shared` as they are: the collector process, after
+  // attaching to the program's arena (collector/).
+  void UseAt(void* shared) { data_.store(static_cast<Data*>(shared), std::memory_order_release); }
 
   Phase phase() const { return static_cast<Phase>(d()->phase.load(std::memory_order_acquire)); }
   bool recording() const { return IsRecording(phase()); }
@@ -132,8 +135,10 @@ class Mailbox {
     std::atomic<uint32_t> flush_seq{0};  // futex: bumped after each flush_done store
   };
   constexpr Mailbox() : data_(&own_) {}
-  // As SessionState::MoveTo.
+  // As SessionState::MoveTo and UseAt. The futexes are process-shared
+  // ones: the collector process waits and wakes on them too.
   void MoveTo(void* shared);
+  void UseAt(void* shared) { data_.store(static_cast<Data*>(shared), std::memory_order_release); }
 
   // Leaves `requests` (0: only wake) and wakes the collector at once, not at
   // its next tick. This function is safe to call from asynchronous signals
