@@ -14,6 +14,7 @@
 #include <string>
 
 #include "backends/private_fd.h"
+#include "core/profile_file.h"
 #include "core/run_id.h"
 #include "core/session_internal.h"
 
@@ -68,10 +69,10 @@ void SetProcessFields(Collector* c) {
 // The run folder, opened for the moment it takes to create a file in it (no
 // descriptor of dlprof's stays in the program's table), and only if it is
 // still the folder made at start. -1 if not.
-int OpenRunDir() {
-  const int fd = OpenOwn(AT_FDCWD, G->run_path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+int OpenRunDir(const ProfileFileSpec& spec) {
+  const int fd = OpenOwn(AT_FDCWD, spec.run_path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
   struct stat st {};
-  if (fd >= 0 && (fstat(fd, &st) != 0 || st.st_dev != G->run_dev || st.st_ino != G->run_ino)) {
+  if (fd >= 0 && (fstat(fd, &st) != 0 || st.st_dev != spec.run_dev || st.st_ino != spec.run_ino)) {
     close(fd);
     return -1;
   }
@@ -95,21 +96,17 @@ Collector* NewCollector() {
   return c;
 }
 
-bool CreateCollectorFile(Collector* c) {
+bool CreateProfileFile(Collector* c, const ProfileFileSpec& spec, std::string* error) {
   c->set_file_pending(false);
-  std::string error = "the run folder " + G->run_path + " is gone or was replaced";
-  const int dir_fd = OpenRunDir();
-  if (dir_fd < 0) {
-    Warn("dlprof: " + error + "; profiling off for this process");
-    return false;
-  }
+  *error = "the run folder " + spec.run_path + " is gone or was replaced";
+  const int dir_fd = OpenRunDir(spec);
+  if (dir_fd < 0) return false;
   // A process that execs makes one file per image: ROLE-PID.dlprof, then
   // .1, .2, ... in order, so the names taken are a prefix of that sequence.
   // Its end is found by doubling, then halving (a shell that runs 1,000
   // commands by exec from one pid probes ~20 names, not 1,000; a limit of
   // 100 names turned profiling off for every image after the 100th).
-  const std::string base = G->role + "-" + std::to_string(getpid());
-  auto name_of = [&](int n) { return base + (n ? "." + std::to_string(n) : "") + ".dlprof"; };
+  auto name_of = [&](int n) { return spec.base + (n ? "." + std::to_string(n) : "") + ".dlprof"; };
   auto taken = [&](int n) {
     struct stat st {};
     return fstatat(dir_fd, name_of(n).c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
@@ -126,7 +123,7 @@ bool CreateCollectorFile(Collector* c) {
   }
   for (int attempt = first; attempt < first + 100; ++attempt) {
     const std::string name = name_of(attempt);
-    if (c->Open(dir_fd, G->run_path, name, &error)) {
+    if (c->Open(dir_fd, spec.run_path, name, error)) {
       close(dir_fd);
       c->WriteProcessChunk();
       return true;
@@ -134,6 +131,21 @@ bool CreateCollectorFile(Collector* c) {
     if (errno != EEXIST) break;
   }
   close(dir_fd);
+  return false;
+}
+
+ProfileFileSpec ThisProcessesProfileFile() {
+  ProfileFileSpec spec;
+  spec.run_path = G->run_path;
+  spec.run_dev = G->run_dev;
+  spec.run_ino = G->run_ino;
+  spec.base = G->role + "-" + std::to_string(getpid());
+  return spec;
+}
+
+bool CreateCollectorFile(Collector* c) {
+  std::string error;
+  if (CreateProfileFile(c, ThisProcessesProfileFile(), &error)) return true;
   Warn("dlprof: " + error + "; profiling off for this process");
   return false;
 }

@@ -21,6 +21,7 @@
 #include "core/collector.h"
 #include "core/config.h"
 #include "core/hooks.h"
+#include "core/profile_file.h"
 #include "core/session_state.h"
 #include "core/thread_registry.h"
 
@@ -166,6 +167,9 @@ Collector* OpenCollector();
 // failed in one line on stderr.
 Collector* NewCollector();
 bool CreateCollectorFile(Collector* c);
+// This process's file's place and name (core/profile_file.h).
+ProfileFileSpec ThisProcessesProfileFile();
+
 // A fork child's pending file, made now if it is still pending (before
 // anything is written: an exit, a fatal signal, a credential change).
 // False if it could not be: this process's profiling is lost then.
