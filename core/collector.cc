@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -60,9 +61,16 @@ bool WriteAll(int fd, uint64_t offset, const char* p, size_t n) {
   return true;
 }
 
-std::string ThreadName(pid_t tid) {
+// /proc/self/task/<tid>/<leaf>, or the same of process `pid` (not 0) when
+// the collector reads the program from outside (ReadFromOutside).
+void TaskPath(char* out, size_t size, pid_t pid, pid_t tid, const char* leaf) {
+  if (pid == 0) snprintf(out, size, "/proc/self/task/%d/%s", tid, leaf);
+  else snprintf(out, size, "/proc/%d/task/%d/%s", static_cast<int>(pid), tid, leaf);
+}
+
+std::string ThreadName(pid_t pid, pid_t tid) {
   char path[64];
-  snprintf(path, sizeof(path), "/proc/self/task/%d/comm", tid);
+  TaskPath(path, sizeof(path), pid, tid, "comm");
   std::string name;
   if (FILE* f = FopenOwn(path)) {
     char buf[64];
@@ -92,8 +100,8 @@ bool ProcVisible() { return access("/proc/self/stat", F_OK) == 0; }
 // A process that is not dumpable (prctl(PR_SET_DUMPABLE, 0), or one that
 // changed its credentials) may not read its own /proc/<tid>/syscall; its
 // stat file still says whether the thread sleeps: blocked, call unknown.
-uint64_t StateFromStat(pid_t tid) {
-  const char state = ThreadState(tid);
+uint64_t StateFromStat(pid_t pid, pid_t tid) {
+  const char state = ThreadState(tid, pid);
   return state == 'S' || state == 'D' ? 1 + static_cast<uint64_t>(DLPROF_SYSCALL_UNKNOWN) : 0;
 }
 
@@ -109,16 +117,16 @@ struct SyscallRead {
 // syscall it is blocked in, with its user stack pointer and pc. Asked only
 // of a thread that was off CPU for part of the tick and used some CPU since
 // the last (SnapshotTick), so a long block is read once.
-SyscallRead ReadSyscall(pid_t tid) {
+SyscallRead ReadSyscall(pid_t pid, pid_t tid) {
   SyscallRead out;
   char path[64], buf[256];
-  snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", tid);
+  TaskPath(path, sizeof(path), pid, tid, "syscall");
   const ssize_t n = ReadProcFile(path, buf, sizeof(buf));
   if (n < 0 && errno == EACCES) {
-    out.state = StateFromStat(tid);
+    out.state = StateFromStat(pid, tid);
     return out;
   }
-  if (n < 0 && errno == ENOENT && !ProcVisible()) {
+  if (n < 0 && errno == ENOENT && pid == 0 && !ProcVisible()) {
     // No /proc here (the program chrooted into a folder without one): the
     // thread, asked because it ran less than 90% of the tick, was off a
     // core for the rest. Blocked, call unknown; a wait for a core cannot be
@@ -159,22 +167,55 @@ constexpr int64_t kMaxWaitCarryNs = 1000000000;
 // waiting for a core, the second field of /proc/self/task/<tid>/schedstat
 // (CONFIG_SCHED_INFO). Read through a descriptor held for the read only, as
 // /proc/<tid>/syscall is; the thread is never signalled. -1 if unreadable.
-int64_t RunDelay(pid_t tid) {
+// With `cpu_ns` not null, also the first field, sum_exec_runtime: the
+// thread's CPU time, which a reader outside the process has no clock for
+// (it matched CLOCK_THREAD_CPUTIME_ID within 0.3%, ARCHITECTURE.md).
+int64_t RunDelay(pid_t pid, pid_t tid, int64_t* cpu_ns = nullptr) {
   char path[64], buf[96];
-  snprintf(path, sizeof(path), "/proc/self/task/%d/schedstat", tid);
+  TaskPath(path, sizeof(path), pid, tid, "schedstat");
   if (ReadProcFile(path, buf, sizeof(buf)) <= 0) return -1;
   char* end = nullptr;
-  strtoull(buf, &end, 10);  // sum_exec_runtime: the CPU clock says it already
+  const unsigned long long cpu = strtoull(buf, &end, 10);
   if (end == buf) return -1;
+  if (cpu_ns != nullptr) *cpu_ns = static_cast<int64_t>(cpu);
   char* p = end;
   const unsigned long long delay = strtoull(p, &end, 10);
   if (end == p) return -1;
   return static_cast<int64_t>(delay);
 }
 
+// A MAPS chunk's payload.
+void PutMaps(std::string* p, const std::vector<MapEntry>& maps) {
+  PutVarint(p, maps.size());
+  for (const MapEntry& m : maps) {
+    PutVarint(p, m.start);
+    PutVarint(p, m.end);
+    PutVarint(p, m.offset);
+    PutBytes(p, m.path);
+    PutBytes(p, m.build_id);
+  }
+}
+
 }  // namespace
 
-int64_t Collector::ReadRunDelay(pid_t tid) { return RunDelay(tid); }
+int64_t Collector::ReadRunDelay(pid_t tid) { return RunDelay(outside_pid_, tid); }
+
+void Collector::ReadFromOutside(pid_t pid, OutsideMaps* maps) {
+  outside_pid_ = pid;
+  outside_maps_ = maps;
+}
+
+// The thread's CPU time: its clock inside the process, its schedstat from
+// outside. -1 when the thread is gone.
+int64_t Collector::ThreadCpuTime(pid_t tid) const {
+  if (outside_pid_ != 0) {
+    int64_t cpu = -1;
+    return RunDelay(outside_pid_, tid, &cpu) >= 0 ? cpu : -1;
+  }
+  timespec ts;
+  if (clock_gettime(ThreadCpuClock(tid), &ts) != 0) return -1;
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
 
 Collector::StackCopy::~StackCopy() {
   if (data != nullptr) munmap(data, kBlockedStackCopyBytes);
@@ -297,7 +338,7 @@ void Collector::SayRunDelay() {
   // Whether the wall records' wait_ns is measured, asked of the opening
   // thread: here, not at the collector's first tick, whose allocations would
   // land among the program's (Runtime.AnnotationsDoNotAllocateFromTheProgramsHeap).
-  if (RunDelay(static_cast<pid_t>(syscall(SYS_gettid))) >= 0) {
+  if (RunDelay(outside_pid_, outside_pid_ != 0 ? outside_pid_ : static_cast<pid_t>(syscall(SYS_gettid))) >= 0) {
     SetProcessField("run_delay", "schedstat");
   } else {
     SetProcessField("run_delay", std::string("off: cannot read /proc/self/task/<tid>/schedstat: ") +
@@ -310,6 +351,10 @@ void Collector::Stream::PutTime(int64_t t) {
   PutVarint(&body, ZigZag(t - last));
   last = t;
   ++count;
+}
+
+Collector::~Collector() {
+  if (lock_fd_ >= 0) close(lock_fd_);
 }
 
 bool Collector::Open(int dir_fd, const std::string& dir_path, const std::string& name,
@@ -326,9 +371,11 @@ bool Collector::Open(int dir_fd, const std::string& dir_path, const std::string&
   PutU32(&header, DLPROF_FORMAT_VERSION);
   PutU32(&header, 0);
   struct stat st {};
+  // Before the first byte: a reader never sees the file without the lock.
+  if (lock_while_open_ && flock(fd, LOCK_EX) == 0) lock_fd_ = fd;
   const bool ok = fstat(fd, &st) == 0 && WriteAll(fd, 0, header.data(), header.size());
   const int err = errno;
-  close(fd);
+  if (lock_fd_ != fd) close(fd);
   if (!ok) {
     *error = "cannot write " + name + ": " + strerror(err);
     return false;
@@ -402,7 +449,7 @@ uint32_t Collector::ThreadIndex(ThreadSlot* s) {
     pid_t tid = s->tid.load(std::memory_order_relaxed);
     PutVarint(&threads_, static_cast<uint64_t>(s->file_index));
     PutVarint(&threads_, static_cast<uint64_t>(tid));
-    PutBytes(&threads_, ThreadName(tid));
+    PutBytes(&threads_, ThreadName(outside_pid_, tid));
     ++threads_count_;
   }
   return static_cast<uint32_t>(s->file_index);
@@ -581,10 +628,9 @@ bool Collector::SnapshotTick(int64_t now) {
   for (int i = 0, limit = SlotLimit(); i < limit; ++i) {
     ThreadSlot* s = SlotAt(i);
     if (s->state.load(std::memory_order_acquire) != kSlotLive) continue;
-    timespec ts;
-    if (clock_gettime(ThreadCpuClock(s->tid.load(std::memory_order_relaxed)), &ts) != 0) continue;
-    int64_t cpu = static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
     const pid_t tid = s->tid.load(std::memory_order_relaxed);
+    const int64_t cpu = ThreadCpuTime(tid);
+    if (cpu < 0) continue;
     if (s->last_cpu_ns < 0) {  // first sight: a baseline only
       s->last_cpu_ns = cpu;
       s->last_wall_ns = now;
@@ -652,11 +698,12 @@ bool Collector::SnapshotTick(int64_t now) {
         // out compute-bound.)
         s->blocked_rewalk = false;
         if (cpu_delta * 10 < wall_delta * 9) {
-          const SyscallRead blocked = ReadSyscall(tid);
+          const SyscallRead blocked = ReadSyscall(outside_pid_, tid);
           state = blocked.state;
           // Its stack, walked from the sp and pc the kernel reports: the
           // thread is never signalled (that would end its sleep with EINTR).
-          if (state != 0 && blocked.regs) {
+          // (From outside, not yet: no unwind tables there, phase 3.)
+          if (state != 0 && blocked.regs && outside_pid_ == 0) {
             stack = WalkBlocked(s, tid, blocked.sp, blocked.pc, cpu, &s->blocked_rewalk);
           }
         }
@@ -813,21 +860,26 @@ bool Collector::Flush() {
   uint64_t gen = 0;
   std::vector<MapEntry> maps;
   const bool last = finishing_ && maps_generation_ == UINT64_MAX;
-  const bool known = LoadedObjectsGeneration(&gen);
-  if (known && gen != maps_generation_ && gen == maps_cache_generation_) {
+  if (outside_maps_ != nullptr) {
+    // From outside: the reader's generation says whether they changed (there
+    // is no loader to ask).
+    if (outside_maps_->Read(&maps, &gen) && gen != maps_generation_) {
+      maps_generation_ = gen;
+      p.clear();
+      PutMaps(&p, maps);
+      AppendChunk(&out, DLPROF_CHUNK_MAPS, p);
+    }
+  }
+  const bool known = outside_maps_ == nullptr && LoadedObjectsGeneration(&gen);
+  if (outside_maps_ != nullptr) {
+    // (read above)
+  } else if (known && gen != maps_generation_ && gen == maps_cache_generation_) {
     maps_generation_ = gen;
     AppendChunk(&out, DLPROF_CHUNK_MAPS, maps_cache_);
   } else if ((known || last) && gen != maps_generation_ && ReadExecutableMappings(&maps, last)) {
     maps_generation_ = gen;
     p.clear();
-    PutVarint(&p, maps.size());
-    for (const MapEntry& m : maps) {
-      PutVarint(&p, m.start);
-      PutVarint(&p, m.end);
-      PutVarint(&p, m.offset);
-      PutBytes(&p, m.path);
-      PutBytes(&p, m.build_id);
-    }
+    PutMaps(&p, maps);
     AppendChunk(&out, DLPROF_CHUNK_MAPS, p);
     if (known) {
       maps_cache_generation_ = gen;

@@ -18,6 +18,7 @@
 #include "backends/cfi_unwinder.h"
 #include "backends/private_fd.h"
 #include "core/annotations.h"
+#include "core/proc_maps.h"
 #include "core/python_codes.h"
 #include "core/signal_handler.h"
 #include "core/thread_registry.h"
@@ -29,6 +30,20 @@ namespace dlprof {
 // core/collector_thread.cc; read by the counters (the profile's own cost).
 // Any thread.
 uint64_t CollectorCpuNs();
+// The collector process (collector/): its one thread is the collector whose
+// CPU time CollectorCpuNs counts.
+void CountCollectorCpuOfThisThread();
+
+// Where a collector outside the program (DLPROF_COLLECTOR=process) reads
+// the program's executable mappings from: its /proc/<pid>/maps and the
+// mapped files (collector/).
+class OutsideMaps {
+ public:
+  virtual ~OutsideMaps() = default;
+  // The mappings now, and a generation that changes when they do. False when
+  // they cannot be read (the process is gone): the last ones stay written.
+  virtual bool Read(std::vector<MapEntry>* out, uint64_t* generation) = 0;
+};
 
 class Collector {
  public:
@@ -39,6 +54,11 @@ class Collector {
   bool Open(int dir_fd, const std::string& dir_path, const std::string& name,
             std::string* error);
   bool is_open() const { return opened_; }
+  // The collector process's: Open keeps the new file's descriptor with an
+  // exclusive flock until this object (or the process) ends, so that a
+  // reader waits for the file's last writes (readers/dlprof_reader.cc).
+  void set_lock_while_open(bool lock) { lock_while_open_ = lock; }
+  ~Collector();
   // A fork child's file is created at its collector's first tick, not at
   // the fork (core/run_folder.cc CreateCollectorFile): one that execs
   // before then (a shell's fork and exec) leaves none. Until then
@@ -53,6 +73,7 @@ class Collector {
 
   // Process facts for the PROCESS chunk (written at the next Flush).
   void SetProcessField(const std::string& key, const std::string& value);
+  const std::map<std::string, std::string>& process_fields() const { return process_fields_; }
   // Writes the PROCESS chunk now (one small write): a process that dies or
   // execs before its first flush still says who it was.
   bool WriteProcessChunk();
@@ -81,6 +102,12 @@ class Collector {
   // the parent's): a worker then does not read /proc/self/maps and every
   // object's build-id note again (~10 ms in a torch worker on a VM).
   void InheritMaps(const Collector& parent);
+
+  // From now on reads the program, process `pid`, from outside (the
+  // collector process): its threads' /proc files and CPU times through
+  // /proc/<pid>, its mappings through `maps` (kept by the caller). Blocked
+  // threads' stacks are not walked there yet (no unwind tables).
+  void ReadFromOutside(pid_t pid, OutsideMaps* maps);
 
   uint64_t bytes_written() const { return bytes_written_; }
   // Walks of blocked threads' stacks so far, and those dropped (the thread
@@ -123,6 +150,9 @@ class Collector {
                        bool* rewalk);
   // The thread's run_delay (schedstat), -1 if unreadable.
   int64_t ReadRunDelay(pid_t tid);
+  int64_t ThreadCpuTime(pid_t tid) const;
+  pid_t outside_pid_ = 0;  // ReadFromOutside
+  OutsideMaps* outside_maps_ = nullptr;
   // Records in the PROCESS chunk whether run_delay can be read ("run_delay").
   void SayRunDelay();
   void AppendChunk(std::string* out, uint32_t type, const std::string& payload);
@@ -141,6 +171,8 @@ class Collector {
   ino_t file_ino_ = 0;
   std::string name_, path_;
   bool failed_ = false;
+  bool lock_while_open_ = false;
+  int lock_fd_ = -1;
   uint64_t bytes_written_ = 0;
   uint64_t samples_total_ = 0;
 

@@ -176,9 +176,10 @@ int64_t ThreadCpuNs(pid_t tid) {
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
-char ThreadState(int tid) {
+char ThreadState(int tid, pid_t pid) {
   char path[64], buf[512];
-  snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
+  if (pid == 0) snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
+  else snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", static_cast<int>(pid), tid);
   const int fd = OpenOwn(AT_FDCWD, path, O_RDONLY);
   if (fd < 0) return 0;
   const ssize_t n = read(fd, buf, sizeof(buf) - 1);

@@ -30,8 +30,9 @@ bool ReadExecutableMappings(std::vector<MapEntry>* out, bool last_chance = false
 // The scheduler state letter of thread `tid` of this process ('R', 'S', 'D',
 // 'Z', ...) from /proc/self/task/<tid>/stat, through a descriptor held for
 // the read; 0 when it cannot be read (the thread is gone). Readable even by
-// a non-dumpable process. Not signal-safe.
-char ThreadState(int tid);
+// a non-dumpable process. Not signal-safe. `pid`: of that process instead
+// (the collector process reads the program from outside).
+char ThreadState(int tid, pid_t pid = 0);
 
 // Thread `tid`'s CPU clock (the kernel's encoding of a per-thread
 // CPUCLOCK_SCHED clock), readable by clock_gettime from any thread of the
