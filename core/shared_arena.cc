@@ -480,12 +480,25 @@ bool ArenaAttachNewExtents(std::string* error) {
   for (const int n = g_header->extent_count.load(std::memory_order_acquire);
        ok && g_attached_count < n; ++g_attached_count) {
     const Extent e = g_header->extents[g_attached_count];
-    // A private extent of the program's (it could not grow the memfd):
-    // not here. The program's ArenaShared() said so.
-    if (e.shared) ok = MapAt(e.addr, e.bytes, g_attached_fd, e.offset, error) != nullptr;
+    // A private extent of the program's (it could not grow the memfd, or
+    // lost it): what lives there cannot be read from here, so what points
+    // there must not be followed. The reader stops at it.
+    if (e.shared) {
+      ok = MapAt(e.addr, e.bytes, g_attached_fd, e.offset, error) != nullptr;
+    } else {
+      ok = false;
+      if (error != nullptr) *error = "the program's arena is no longer shared (a private extent)";
+    }
   }
   pthread_mutex_unlock(&g_mu);
   return ok;
+}
+
+int ArenaSharedFd() {
+  pthread_mutex_lock(&g_mu);
+  const int fd = g_initialized && g_all_shared && StillPrivate(g_memfd) ? g_memfd.fd : -1;
+  pthread_mutex_unlock(&g_mu);
+  return fd;
 }
 
 ArenaUsage ArenaUsageNow() {

@@ -74,8 +74,14 @@ const void* ArenaRootOf(ArenaRoot root);
 // address is already taken in this process (a new exec gets a new layout).
 // Not async-signal-safe.
 bool ArenaAttach(int fd, std::string* error);
+// The memfd's descriptor in this process, to hand to a collector process
+// (its number is dlprof's, high and checked by identity); -1 when the arena
+// is not shared (ArenaShared()) or the program took the number.
+int ArenaSharedFd();
+
 // After ArenaAttach: maps the extents the program added since. False with
-// *error as for ArenaAttach.
+// *error as for ArenaAttach, or when the program added a private extent
+// (ArenaShared() turned false there): nothing in it can be read here.
 bool ArenaAttachNewExtents(std::string* error);
 
 struct ArenaUsage {
