@@ -1,10 +1,15 @@
 #include "readers/dlprof_reader.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -755,8 +760,39 @@ bool ReadDlprofBuffer(const std::string& data, const std::string& path, Profile*
   return Decode(data, path, profile, error, &raw);
 }
 
+namespace {
+
+// A collector process (DLPROF_COLLECTOR=process) holds an exclusive flock
+// on the file it writes until it is done: it may still be draining and
+// ending the file of a program that has just exited. Waits for every such
+// file of `paths`, up to kWriterWaitNs in all (a run still going is read as
+// it is then).
+constexpr int64_t kWriterWaitNs = 5000000000LL;
+
+int64_t NowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+void WaitForWriters(const std::vector<std::string>& paths) {
+  const int64_t deadline = NowNs() + kWriterWaitNs;
+  for (const std::string& path : paths) {
+    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
+    if (fd < 0) continue;  // (the read says why)
+    while (flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK && NowNs() < deadline) {
+      const timespec step{0, 5000000};
+      nanosleep(&step, nullptr);
+    }
+    close(fd);
+  }
+}
+
+}  // namespace
+
 void ReadDlprofFiles(const std::vector<std::string>& paths, Profile* profile,
                      std::vector<std::string>* errors, const FileLimits& limits) {
+  WaitForWriters(paths);
   // Each file is read twice: once to count its records, once to decode it,
   // through one buffer. Reading from the page cache costs less here than
   // first-touching a second copy of every file (page faults are dear on VMs).
