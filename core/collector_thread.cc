@@ -27,6 +27,7 @@
 #include "backends/cfi_tables.h"
 #include "backends/cfi_unwinder.h"
 #include "backends/private_fd.h"
+#include "core/collector_process.h"
 #include "core/fault_handler.h"
 #include "core/proc_maps.h"
 #include "core/python_frames.h"
@@ -381,12 +382,30 @@ uint64_t CollectorCpuNs() {
   return retired + static_cast<uint64_t>(tid > 0 ? std::max<int64_t>(ThreadCpuNs(tid), 0) : 0);
 }
 
+void CountCollectorCpuOfThisThread() { g_collector_cpu_tid.store(CurrentTid()); }
+
 void ForgetParentCollector() {
   g_pause_mu = PTHREAD_MUTEX_INITIALIZER;  // only the forking thread is left
   g_pause_depth = 0;
   g_paused_running = false;
   g_collector_cpu_tid.store(0);
   g_collector_cpu_retired_ns.store(0);
+}
+
+void StartCollector(bool fork_child) {
+  if (G->collector_process) {
+    g_collector->SetProcessField("collector", "process");
+    std::string why;
+    if (StartCollectorProcess(*g_collector, ThisProcessesProfileFile(), G->config.snapshot_ms,
+                              G->config.mode == Mode::kLight, /*file_at_once=*/!fork_child, &why)) {
+      return;
+    }
+    G->collector_process = false;
+    G->collector_note = "thread: " + why;
+    Warn("dlprof: " + why + "; the collector runs as a thread");
+  }
+  if (!G->collector_note.empty()) g_collector->SetProcessField("collector", G->collector_note);
+  StartCollectorThread();
 }
 
 bool StartCollectorThread() {

@@ -74,6 +74,11 @@ Config ParseConfig(const std::function<const char*(const char*)>& getenv_fn,
     if (s == "auto" || s == "perf" || s == "posix" || s == "itimer") c.timer = s;
     else bad("DLPROF_TIMER", v, "auto, perf, posix or itimer", "auto");
   }
+  if (const char* v = getenv_fn("DLPROF_COLLECTOR")) {
+    std::string s = v;
+    if (s == "process") c.collector_process = true;
+    else if (s != "thread") bad("DLPROF_COLLECTOR", v, "thread or process", "thread");
+  }
   if (const char* v = getenv_fn("DLPROF_WARMUP_STEPS")) {
     if (!ParseInt(v, 0, 1000000, &c.warmup_steps)) {
       bad("DLPROF_WARMUP_STEPS", v, "an integer >= 0", "2");

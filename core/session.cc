@@ -23,6 +23,7 @@
 #include <string>
 
 #include "backends/cfi_tables.h"
+#include "core/collector_process.h"
 #include "core/exit_exec.h"
 #include "core/proc_maps.h"
 #include "core/python_bootstrap.h"
@@ -96,6 +97,11 @@ void OnExit() {
   if (!OwnSession()) return;
   if (!g_state.BeginEnd(kEndExit)) return;  // another end came first
   g_sampler.active.store(false);
+  if (CollectorIsProcess()) {
+    // The helper drains the rest and writes the END once the process is gone.
+    DisarmAllLiveThreads();
+    return;
+  }
   // Bounded: a collector stuck in a write to a hung file system (or in a
   // loader lock a fork child inherited held) must not hang the exit.
   timespec deadline;
@@ -173,7 +179,7 @@ void OnForeignSigprof(int signo, siginfo_t*, void*) {
   if (ProgramSigprofDisposition() == SIG_IGN) return;
   if (OwnSession() && g_state.BeginEnd(signo)) {
     g_sampler.active.store(false);
-    RequestFlush(1000);
+    if (!CollectorIsProcess()) RequestFlush(1000);  // the helper ends the file after the death
   }
   DieOfDefault(signo);
 }
@@ -205,6 +211,16 @@ void StartSession() {
   // first decides how program threads are registered (the interposer).
   ResolveThreadCreation();
 
+  // Where the collector will run: the helper process where it can serve
+  // this process (core/collector_process.h), else the thread. The helper
+  // builds no unwind tables yet: frame pointers stand in for auto's cfi.
+  std::string collector_refusal =
+      CollectorProcessRefusal(G->config, dlsym(RTLD_DEFAULT, "_PyRuntime") != nullptr);
+  G->collector_process = collector_refusal.empty() && FindCollectorProgram(&collector_refusal);
+  if (G->config.collector_process && !G->collector_process) {
+    G->collector_note = "thread: DLPROF_COLLECTOR=process refused here (" + collector_refusal + ")";
+  }
+  if (G->collector_process && G->config.unwinder == "auto") G->config.unwinder = "fp";
   std::string error;
   G->unwinder = MakeUnwinder(G->config.unwinder, &error);
   if (!G->unwinder) {
@@ -236,7 +252,9 @@ void StartSession() {
   }
   g_baseline_remaining->store(G->config.baseline_steps);
 
-  g_collector = OpenCollector();
+  // The helper process makes the file itself (StartCollector); the thread's
+  // is made now, so that a process that dies at once still says who it was.
+  g_collector = G->collector_process ? NewCollector() : OpenCollector();
   if (g_collector == nullptr) return;
   if (!InterposersInEffect()) {
     // An os._exit() is not seen: every tick's data is written at that tick,
@@ -300,28 +318,33 @@ void StartSession() {
   // Still single-threaded (setenv), and before Py_Initialize reads PYTHONPATH.
   const std::string annotations = PreparePythonBootstrap(G->config.auto_annotate);
   if (!annotations.empty()) g_collector->SetProcessField("python_annotations", annotations);
-  StartCollectorThread();
+  StartCollector(/*fork_child=*/false);
   atexit(OnExit);
-  InstallTerminationHandlers();
+  // The helper process sees the process end whatever ends it: no handler.
+  if (!CollectorIsProcess()) InstallTerminationHandlers();
 }
 
 }  // namespace
 
 bool RequestFlush(int timeout_ms) {
   // No collector (output failed, or it never started): nobody would answer.
+  // (A helper process is not watched: the timeout bounds the wait.)
+  static const std::atomic<bool> kHelperAnswers{true};
+  const std::atomic<bool>& answerer = CollectorIsProcess() ? kHelperAnswers : g_collector_running;
   const Phase phase = g_state.phase();
-  if ((!IsRecording(phase) && phase != Phase::kEnding) || !g_collector_running.load()) return false;
+  if ((!IsRecording(phase) && phase != Phase::kEnding) || !answerer.load()) return false;
   // A child of a fork that ran no atfork handler has no collector of its
   // own; the mailbox is still its parent's (core/shared_arena.h).
   if (!ArenaOwned()) return false;
   const uint64_t ticket = g_mailbox.NewFlushTicket();
-  return g_mailbox.AwaitFlush(ticket, timeout_ms, g_collector_running);
+  return g_mailbox.AwaitFlush(ticket, timeout_ms, answerer);
 }
 
 void BeforeQuickExit(int status) {
   if (!OwnSession() || !g_state.BeginEnd(kEndQuickExit, status)) return;
   g_sampler.active.store(false);
-  RequestFlush(1000);  // only atomics and futexes: signal-safe
+  // The helper process ends the file once the process is gone: no wait.
+  if (!CollectorIsProcess()) RequestFlush(1000);  // only atomics and futexes: signal-safe
 }
 
 // Whether PrepareSigprofForExec put SIG_IGN in (undone if the exec fails).
@@ -329,8 +352,14 @@ std::atomic<bool> g_sigprof_ignored_for_exec{false};
 
 void BeforeExec() {
   if (!OwnSession()) return;
+  if (CollectorIsProcess()) {
+    // The helper cannot touch the timers: they are disarmed here, and it
+    // writes the END "exec" once the image is gone (no wait).
+    DisarmAllLiveThreads();
+    if (G->timer->SurvivesExec()) G->timer->Stop();  // it would kill the new image
+  }
   g_mailbox.Post(kRequestExecEnd);
-  RequestFlush(1000);
+  if (!CollectorIsProcess()) RequestFlush(1000);
   // Every timer is disarmed now (or the collector is gone): what is still
   // pending here would outlive the image.
   g_sigprof_ignored_for_exec.store(PrepareSigprofForExec());
@@ -342,6 +371,13 @@ void AfterFailedExec() {
   // Even when the END was not confirmed in time: the collector may have
   // written it since, and writes nothing more until this.
   g_mailbox.Post(kRequestRearm);
+  if (CollectorIsProcess()) {
+    if (G->timer->SurvivesExec()) {
+      std::string error;
+      G->timer->Start(kProfilingSignal, G->config.hz, &error);
+    }
+    ArmAllLiveThreads();
+  }
 }
 
 namespace {
@@ -381,7 +417,8 @@ void AfterProgramMask(bool sigprof_blocked, bool blocks_all) {
 void BeforeCredentialChange() { BeforeRunFolderLost(); }
 
 void BeforeRunFolderLost() {
-  if (!OwnSession()) return;
+  // (The helper process opened the file as it was; it keeps it.)
+  if (!OwnSession() || CollectorIsProcess()) return;
   pthread_mutex_lock(&g_collector_mu);
   if (EnsureCollectorFile()) g_collector->KeepFileOpen();
   pthread_mutex_unlock(&g_collector_mu);
@@ -393,7 +430,8 @@ void BeforeSeccompFilter() {
   // mmap) and kill the process for it (SECCOMP_RET_KILL, and with TSYNC on
   // every thread): dlprof ends its profile first and leaves no thread behind.
   StopSampling(kSeccompFilter);
-  if (g_state.BeginEnd(kEndSeccomp)) RequestFlush(1000);
+  // (The helper process writes the END and leaves on its own.)
+  if (g_state.BeginEnd(kEndSeccomp) && !CollectorIsProcess()) RequestFlush(1000);
   StopCollectorThread();  // (gone already once END is written, unless that timed out)
   WarnLine(
       "dlprof: the program installs a seccomp filter; dlprof steps aside in this process (its "

@@ -14,6 +14,7 @@
 #include "core/proc_maps.h"
 #include "core/python_fork.h"
 #include "core/session.h"
+#include "core/collector_process.h"
 #include "core/session_internal.h"
 #include "core/shared_arena.h"
 #include "core/signal_handler.h"
@@ -159,6 +160,7 @@ void ResetInForkChild() {
   CfiForgetDeferredWalks();  // they belong to the parent's records
   g_collector_running.store(false);
   ForgetParentCollector();
+  ForgetCollectorProcess();  // the parent's helper serves the parent
   g_mailbox.ResetInForkChild();  // the parent's requests, not ours
   if (!g_state.recording()) return;
   G->sampling_off_recorded = false;
@@ -226,7 +228,7 @@ void ResetInForkChild() {
                                  "a sample was still being taken at fork: frame-pointer stacks");
   }
   if (self != nullptr && Armed()) ArmSlot(self);
-  StartCollectorThread();
+  StartCollector(/*fork_child=*/true);
 }
 
 bool EnsureCollectorFile() {

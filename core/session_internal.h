@@ -57,6 +57,10 @@ struct SessionGlobals {
   // libdlprof came after libc (dlopen): _exit is not seen, so the collector
   // writes at every tick instead of once a second.
   bool write_every_tick = false;
+  // DLPROF_COLLECTOR=process can serve this process (core/collector_process.h);
+  // else the note says why not, for the PROCESS field "collector".
+  bool collector_process = false;
+  std::string collector_note;
 };
 extern SessionGlobals* G;
 
@@ -169,7 +173,11 @@ Collector* NewCollector();
 bool CreateCollectorFile(Collector* c);
 // This process's file's place and name (core/profile_file.h).
 ProfileFileSpec ThisProcessesProfileFile();
-
+// Starts this process's collector: the helper process where
+// G->collector_process says it can serve it, else (or when it cannot be
+// started) the thread. Records which in the PROCESS field "collector".
+// `fork_child`: its file waits for the first tick (core/collector_process.h).
+void StartCollector(bool fork_child);
 // A fork child's pending file, made now if it is still pending (before
 // anything is written: an exit, a fatal signal, a credential change).
 // False if it could not be: this process's profiling is lost then.

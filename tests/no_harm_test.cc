@@ -110,7 +110,7 @@ std::map<std::string, std::string> PlainEnv(const std::map<std::string, std::str
   for (const char* v : {"DLPROF_SAMPLE", "DLPROF_OUT", "DLPROF_HZ", "DLPROF_TIMER", "DLPROF_BACKEND",
                         "DLPROF_MODE", "DLPROF_RUN_ID", "DLPROF_RUN_MAIN_PID",
                         "DLPROF_BASELINE_STEPS", "DLPROF_WARMUP_STEPS", "DLPROF_SNAPSHOT_MS",
-                        "DLPROF_MAX_FRAMES"}) {
+                        "DLPROF_MAX_FRAMES", "DLPROF_COLLECTOR"}) {
     env[v] = kUnset;
   }
   for (const auto& [k, v] : extra) env[k] = v;
@@ -340,6 +340,93 @@ TEST(NoHarm, DISABLED_ThreadCountInProcSelfTaskIsTheProgramsOwn) {
   ASSERT_EQ(p.plain.result.out,
             "at start: 1\nafter work: 1\nwith 3 threads: 4\nafter join: 1\n");
   EXPECT_TRUE(NoHarm(p));
+}
+
+// ---------------------------------------------------------------------------
+// 3b. The collector process (DLPROF_COLLECTOR=process, issue 11's phase 2):
+// what the collector thread cannot do, done by the helper.
+
+const std::map<std::string, std::string> kCollectorProcess = {{"DLPROF_COLLECTOR", "process"}};
+
+// Every process of the run was served by a helper process, not a thread.
+::testing::AssertionResult ServedByCollectorProcesses(const Pair& p, size_t processes) {
+  if (p.profile.processes.size() != processes) {
+    return ::testing::AssertionFailure() << "expected " << processes << " process(es)\n" << p.Processes();
+  }
+  for (const Process& proc : p.profile.processes) {
+    auto it = proc.fields.find("collector");
+    const std::string collector = it == proc.fields.end() ? "(none)" : it->second;
+    if (collector != "process") {
+      return ::testing::AssertionFailure() << "pid " << proc.pid << "'s collector: " << collector;
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+std::string EndField(const Process& proc) {
+  auto it = proc.fields.find("end");
+  return it == proc.fields.end() ? "" : it->second;
+}
+
+// The reproducer of DISABLED_ThreadCountInProcSelfTaskIsTheProgramsOwn
+// passes: the program counts only its own threads, at every point.
+TEST(NoHarm, CollectorProcessLeavesProcSelfTaskToTheProgram) {
+  Pair p = RunBoth({Harm("thread_count")}, kCollectorProcess);
+  ASSERT_EQ(p.plain.result.out, "at start: 1\nafter work: 1\nwith 3 threads: 4\nafter join: 1\n");
+  EXPECT_TRUE(NoHarm(p));
+  ASSERT_TRUE(ServedByCollectorProcesses(p, 1));
+  // 100 ms of the main thread's CPU and 20 ms of each worker's, at 1000 Hz.
+  EXPECT_GT(p.Samples(Harm("thread_count")), 120u) << p.Processes();
+  EXPECT_EQ(EndField(p.profile.processes[0]), "exit") << p.Processes();
+}
+
+// The thread loses what it has not written at a SIGKILL (up to a second:
+// here all 400 ms, the first write being due at 1 s). The helper drains the
+// arena after the death: every committed sample is there, and no END (the
+// cause is unknown), so the reader says the process died.
+TEST(NoHarm, CollectorProcessKeepsTheSamplesOfASigkilledProgram) {
+  Pair p = RunBoth({Harm("burn_then_sigkill"), "400"}, kCollectorProcess);
+  ASSERT_EQ(p.plain.result.term_signal, SIGKILL) << Show(p.plain.result);
+  EXPECT_TRUE(NoHarm(p));
+  ASSERT_TRUE(ServedByCollectorProcesses(p, 1));
+  const uint64_t samples = p.Samples(Harm("burn_then_sigkill"));
+  EXPECT_GE(samples, 340u) << "400 ms of CPU at 1000 Hz\n" << p.Processes();
+  EXPECT_LE(samples, 460u) << p.Processes();
+  EXPECT_EQ(EndField(p.profile.processes[0]), "") << p.Processes();
+}
+
+// A fork child gets a helper of its own, with its own file; its _exit is
+// written as such.
+TEST(NoHarm, CollectorProcessServesEachForkChild) {
+  Pair p = RunBoth({Harm("fork_burn"), "300"}, kCollectorProcess);
+  ASSERT_EQ(p.plain.result.exit_code, 0) << Show(p.plain.result);
+  EXPECT_TRUE(NoHarm(p));
+  ASSERT_TRUE(ServedByCollectorProcesses(p, 2));
+  const Process* child = nullptr;
+  for (const Process& proc : p.profile.processes) {
+    if (proc.role == "worker") child = &proc;
+  }
+  ASSERT_NE(child, nullptr) << p.Processes();
+  EXPECT_GE(child->samples, 255u) << "300 ms of CPU at 1000 Hz\n" << p.Processes();
+  EXPECT_LE(child->samples, 345u) << p.Processes();
+  EXPECT_EQ(EndField(*child), "_exit 0") << p.Processes();
+}
+
+// Each image of a pid that execs itself has its file, ended "exec" by its
+// helper after the image is gone; the last one's ends "exit".
+TEST(NoHarm, CollectorProcessEndsEachImageOfAnExecChain) {
+  Pair p = RunBoth({Harm("reexec"), "3"}, kCollectorProcess);
+  ASSERT_EQ(p.plain.result.out, "done\n") << Show(p.plain.result);
+  EXPECT_TRUE(NoHarm(p));
+  ASSERT_TRUE(ServedByCollectorProcesses(p, 4));
+  int execs = 0, exits = 0;
+  for (const Process& proc : p.profile.processes) {
+    const std::string end = EndField(proc);
+    execs += end == "exec";
+    exits += end == "exit";
+  }
+  EXPECT_EQ(execs, 3) << p.Processes();
+  EXPECT_EQ(exits, 1) << p.Processes();
 }
 
 // prctl(PR_SET_SECCOMP) filters the calling thread and the threads it starts

@@ -1,0 +1,233 @@
+// The collector process's loop (collector/process_collector.h). It mirrors
+// the collector thread's (core/collector_thread.cc) where it can, with what
+// only the outside allows: it needs no lock of the program's (the program's
+// threads post requests and never wait for it), and it sees the program's
+// end through a pidfd whatever caused it, a SIGKILL included, with every
+// sample the handler committed still in the arena.
+#include "collector/process_collector.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <new>
+#include <string>
+
+#include "core/annotations.h"
+#include "core/collector.h"
+#include "core/proc_maps.h"
+#include "core/remote_maps.h"
+#include "core/safe_load.h"
+#include "core/session_state.h"
+#include "core/shared_arena.h"
+#include "core/thread_registry.h"
+#include "core/tick_schedule.h"
+
+namespace dlprof {
+namespace {
+
+// The program's executable mappings, read from outside; the generation is
+// their fingerprint, so an unchanged set is not written again.
+class ProgramMaps : public OutsideMaps {
+ public:
+  explicit ProgramMaps(pid_t pid) : pid_(pid) {}
+  bool Read(std::vector<MapEntry>* out, uint64_t* generation) override {
+    std::string error;
+    if (!reader_.Read(pid_, out, &error)) return false;
+    *generation = MappingsFingerprint(*out);
+    return true;
+  }
+
+ private:
+  pid_t pid_;
+  RemoteMaps reader_;
+};
+
+// Whether the program has ended: its pidfd polls readable (a zombie, or
+// reaped); without one (Linux < 5.3), its pid is gone or a zombie.
+bool ProgramGone(pid_t pid) {
+  pollfd p{kHelperPidFd, POLLIN, 0};
+  const int n = poll(&p, 1, 0);
+  if (n >= 0 && !(p.revents & POLLNVAL)) return n > 0;
+  return (kill(pid, 0) != 0 && errno == ESRCH) || ThreadState(pid, pid) == 'Z';
+}
+
+// After an exec: whether the image that held the arena is gone (its exec
+// closed the memfd's descriptor; the new image's, if any, is another file).
+bool ImageGone(const CollectorProcessArgs& a) {
+  struct stat ours {}, theirs {};
+  if (fstat(kHelperArenaFd, &ours) != 0) return true;
+  const std::string path = "/proc/" + std::to_string(a.pid) + "/fd/" + std::to_string(a.arena_fd);
+  return stat(path.c_str(), &theirs) != 0 || theirs.st_ino != ours.st_ino ||
+         theirs.st_dev != ours.st_dev;
+}
+
+// How a process that is gone ended, for the END chunk; "" when unknown (a
+// SIGKILL, say): then no END, as a reader expects of a process that died.
+std::string EndText(const SessionState& state) {
+  const int cause = state.end_cause();
+  if (cause == kEndExit) return "exit";
+  if (cause == kEndQuickExit) return "_exit " + std::to_string(state.end_status());
+  if (cause == kEndSeccomp) return "seccomp";
+  if (cause > 0) return "signal " + std::to_string(cause);
+  return "";
+}
+
+class Loop {
+ public:
+  explicit Loop(const CollectorProcessArgs& a) : a_(a), maps_(a.pid) {}
+
+  int Run() {
+    collector_.ReadFromOutside(a_.pid, &maps_);
+    collector_.set_lock_while_open(true);
+    for (const auto& [key, value] : a_.fields) collector_.SetProcessField(key, value);
+    collector_.set_file_pending(true);
+    if (a_.file_at_once && !EnsureFile()) return 1;
+    const int64_t start = MonotonicNs();
+    TickSchedule schedule(a_.snapshot_ms * 1000000LL, a_.light, start,
+                          static_cast<uint64_t>(start) ^ (static_cast<uint64_t>(a_.pid) << 32));
+    int64_t last_flush = start;
+    for (;;) {
+      const uint32_t wake_seen = g_mailbox.WakeCount();
+      int64_t now = MonotonicNs();
+      const int64_t deadline =
+          std::min(schedule.Next(now), std::max<int64_t>(now, last_flush + 1000000000LL));
+      if (RequestWaiting() || g_mailbox.Sleep(deadline, wake_seen)) schedule.Woken(MonotonicNs());
+      // Gone is asked first: everything committed before is in the arena.
+      const bool gone = ProgramGone(a_.pid);
+      std::string error;
+      if (!ArenaAttachNewExtents(&error)) {
+        collector_.SetProcessField("collector", "process, stopped: " + error);
+        return End(MonotonicNs(), /*final=*/false);
+      }
+      UseTablesOnceSet();
+      const uint64_t requested = g_mailbox.flush_requested();
+      const uint32_t requests = g_mailbox.Take();
+      now = MonotonicNs();
+      if (requests & kRequestWorker) TakeWorker();
+      RecordSamplingOff();
+      if (!gone) schedule.Ticked(collector_.SnapshotTick(now));
+      collector_.Drain();
+      const Phase phase = g_state.phase();
+      if (gone || (phase == Phase::kEnding && g_state.end_cause() == kEndSeccomp)) {
+        const int status = End(now, /*final=*/true);
+        g_mailbox.PublishFlushDone(requested);
+        return status;
+      }
+      if (requests & kRequestRearm) ended_for_exec_ = false;  // the exec failed
+      const bool exec_end = (requests & kRequestExecEnd) != 0;
+      if (exec_end) collector_.SetProcessField("end", "exec");
+      if (exec_end && collector_.file_pending()) {
+        // Exec'd before a first tick made its file (a shell's fork and exec):
+        // none, as with the thread; the new image makes its own.
+        ended_for_exec_ = true;
+      } else if (!ended_for_exec_ && !EnsureFile()) {
+        g_mailbox.PublishFlushDone(requested);
+        return 1;
+      } else if (!ended_for_exec_ &&
+                 (now - last_flush >= 1000000000LL || requested != g_mailbox.flush_done() ||
+                  exec_end)) {
+        if (!collector_.Flush() || (exec_end && !collector_.WriteEnd(now))) {
+          g_state.Apply(PhaseEvent::kOutputFailed);
+          g_mailbox.PublishFlushDone(requested);
+          return 1;
+        }
+        last_flush = now;
+        ended_for_exec_ = exec_end;
+      }
+      g_mailbox.PublishFlushDone(requested);
+      if (ended_for_exec_ && ImageGone(a_)) return 0;
+    }
+  }
+
+ private:
+  bool RequestWaiting() const {
+    return g_mailbox.Pending() != 0 || g_mailbox.flush_requested() != g_mailbox.flush_done();
+  }
+
+  void UseTablesOnceSet() {
+    if (tables_used_) return;
+    if (const void* tables = ArenaRootOf(ArenaRoot::kAnnotations)) {
+      UseAnnotationTablesAt(const_cast<void*>(tables));
+      tables_used_ = true;
+    }
+  }
+
+  void TakeWorker() {
+    int id;
+    if (!g_mailbox.TakeWorker(&id)) return;
+    collector_.SetProcessField("worker", std::to_string(id));
+    collector_.SetProcessField("role", "worker");
+  }
+
+  void RecordSamplingOff() {
+    const int reason = g_state.off_reason();
+    if (reason == kSamplingOn || reason == kOutputFailed || sampling_off_recorded_) return;
+    sampling_off_recorded_ = true;
+    collector_.SetProcessField("cpu_sampling", OffReasonText(reason));
+    collector_.SetProcessField("cpu_sampling_off_ns", std::to_string(g_state.off_ns()));
+  }
+
+  bool EnsureFile() {
+    if (!collector_.file_pending()) return true;
+    std::string error;
+    if (CreateProfileFile(&collector_, a_.file, &error)) return true;
+    g_state.Apply(PhaseEvent::kOutputFailed);
+    return false;
+  }
+
+  // The last drain is done: the file gets the rest, and the END when the
+  // end's cause is known. `final`: the program is gone (or steps aside).
+  int End(int64_t now, bool final) {
+    if (ended_for_exec_) return 0;  // its END is written, or it has no file
+    if (!EnsureFile()) return 1;
+    const std::string end = final ? EndText(g_state) : "";
+    if (end.empty()) {
+      collector_.Flush();
+      return 0;
+    }
+    collector_.SetProcessField("end", end);
+    collector_.Finish(now);
+    g_state.Apply(PhaseEvent::kEndWritten);
+    return 0;
+  }
+
+  const CollectorProcessArgs& a_;
+  ProgramMaps maps_;
+  Collector collector_;
+  bool tables_used_ = false;
+  bool sampling_off_recorded_ = false;
+  bool ended_for_exec_ = false;
+};
+
+}  // namespace
+
+int RunProcessCollector(const CollectorProcessArgs& args) {
+  std::string error;
+  if (!ArenaAttach(kHelperArenaFd, &error)) {
+    return error.find("taken") != std::string::npos || error.find("exists") != std::string::npos
+               ? kExitAddressTaken
+               : 1;
+  }
+  void* session = const_cast<void*>(ArenaRootOf(ArenaRoot::kSession));
+  void* mailbox = const_cast<void*>(ArenaRootOf(ArenaRoot::kMailbox));
+  void* slots = const_cast<void*>(ArenaRootOf(ArenaRoot::kSlots));
+  if (session == nullptr || mailbox == nullptr || slots == nullptr) return 1;
+  g_state.UseAt(session);
+  g_mailbox.UseAt(mailbox);
+  UseSlotTableAt(slots);
+  CountCollectorCpuOfThisThread();
+  try {
+    Loop loop(args);
+    return loop.Run();
+  } catch (const std::bad_alloc&) {
+    return 1;
+  }
+}
+
+}  // namespace dlprof

@@ -1,0 +1,46 @@
+// dlprof-collector's work: the collector of one profiled process, run in a
+// process of its own (docs/ARCHITECTURE.md, "What is next", phase 2). It
+// maps the program's shared arena at the program's addresses, runs the
+// collector's ticks over it (core/collector.h, reading the program from
+// outside), writes the program's file, and ends it once the program is gone.
+#ifndef DLPROF_COLLECTOR_PROCESS_COLLECTOR_H_
+#define DLPROF_COLLECTOR_PROCESS_COLLECTOR_H_
+
+#include <sys/types.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/profile_file.h"
+
+namespace dlprof {
+
+// What the program tells its helper on the command line
+// (core/collector_process.cc builds it).
+struct CollectorProcessArgs {
+  pid_t pid = 0;        // the program
+  int arena_fd = -1;    // the arena memfd's number in the program (its exec closes it)
+  ProfileFileSpec file;
+  int snapshot_ms = 10;
+  bool light = true;
+  bool file_at_once = false;  // make the file before the first tick (a process's start)
+  std::vector<std::pair<std::string, std::string>> fields;  // the PROCESS chunk's
+};
+
+// The helper's descriptors, as core/collector_spawn.h passes them.
+constexpr int kHelperArenaFd = 3;
+constexpr int kHelperPidFd = 4;
+
+// Exit status when the program's arena could not be mapped at its
+// addresses here (one of this process's own mappings is there): a new exec
+// gets a new layout.
+constexpr int kExitAddressTaken = 75;
+
+// Runs until the program has ended (or exec'd, or the file cannot be
+// written). Returns the exit status.
+int RunProcessCollector(const CollectorProcessArgs& args);
+
+}  // namespace dlprof
+
+#endif  // DLPROF_COLLECTOR_PROCESS_COLLECTOR_H_

@@ -1,0 +1,45 @@
+// The collector process seen from the program (DLPROF_COLLECTOR=process):
+// the helper of issue 11's design (docs/ARCHITECTURE.md, "What is next",
+// phase 2), started in place of the collector thread. It attaches to the
+// shared arena (core/shared_arena.h), drains it, ticks, writes this
+// process's file and ends it after the process is gone (collector/).
+#ifndef DLPROF_CORE_COLLECTOR_PROCESS_H_
+#define DLPROF_CORE_COLLECTOR_PROCESS_H_
+
+#include <string>
+
+#include "core/collector.h"
+#include "core/config.h"
+#include "core/profile_file.h"
+
+namespace dlprof {
+
+// Why the helper cannot serve this process, "" if it can. Asked at session
+// start, before the unwinder is made: the helper builds no unwind tables
+// and reads no Python frames yet, so a process that needs them keeps the
+// thread. `python`: the process is CPython.
+std::string CollectorProcessRefusal(const Config& config, bool python);
+
+// Finds dlprof-collector beside this library (dladdr: never in a fork
+// child, which may have inherited the loader's lock held). False with *why.
+bool FindCollectorProgram(std::string* why);
+
+// Starts the helper for this process, which makes its file at `spec` with
+// `c`'s process fields. False with *why when it cannot be started (the
+// caller starts the thread). Not signal-safe; safe in a fork child (no
+// lock of the loader's or of another thread's).
+// `file_at_once`: the helper makes the file before its first tick (a
+// process's start: one that execs at once still leaves its file, as with
+// the thread); else at its first tick (a fork child: one that execs first,
+// as a shell's children do, leaves none).
+bool StartCollectorProcess(const Collector& c, const ProfileFileSpec& spec, int snapshot_ms,
+                           bool light, bool file_at_once, std::string* why);
+
+// Whether this process's collector is the helper (it was started).
+bool CollectorIsProcess();
+// In a fork child: the parent's helper is not this process's.
+void ForgetCollectorProcess();
+
+}  // namespace dlprof
+
+#endif  // DLPROF_CORE_COLLECTOR_PROCESS_H_
