@@ -191,6 +191,13 @@ class Loop {
       collector_.Flush();
       return 0;
     }
+    // The threads' wall time runs to when the end began, not to the last
+    // tick before it (and the END carries that time).
+    const int64_t end_ns = g_state.end_ns();
+    if (end_ns > 0 && end_ns <= now) {
+      collector_.ExtendRunsTo(end_ns);
+      now = end_ns;
+    }
     collector_.SetProcessField("end", end);
     collector_.Finish(now);
     g_state.Apply(PhaseEvent::kEndWritten);

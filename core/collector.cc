@@ -200,6 +200,21 @@ void PutMaps(std::string* p, const std::vector<MapEntry>& maps) {
 
 int64_t Collector::ReadRunDelay(pid_t tid) { return RunDelay(outside_pid_, tid); }
 
+void Collector::ExtendRunsTo(int64_t end_ns) {
+  for (int i = 0, limit = SlotLimit(); i < limit; ++i) {
+    ThreadSlot* s = SlotAt(i);
+    if (s->state.load(std::memory_order_acquire) != kSlotLive || s->last_cpu_ns < 0) continue;
+    const int64_t delta = end_ns - s->last_wall_ns;
+    if (delta <= 0) continue;
+    // (A flush since the last tick wrote the run out: a new one, in the
+    // state and stage path that tick saw.)
+    if (s->run_ticks == 0) s->run_ticks = 1;
+    s->run_wall_ns += delta;
+    if (s->run_state == 0) s->run_cpu_ns += delta;
+    s->last_wall_ns = s->run_end_ns = end_ns;
+  }
+}
+
 void Collector::ReadFromOutside(pid_t pid, OutsideMaps* maps) {
   outside_pid_ = pid;
   outside_maps_ = maps;

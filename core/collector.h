@@ -108,6 +108,13 @@ class Collector {
   // /proc/<pid>, its mappings through `maps` (kept by the caller). Blocked
   // threads' stacks are not walked there yet (no unwind tables).
   void ReadFromOutside(pid_t pid, OutsideMaps* maps);
+  // From outside, once the program is gone (its threads can no longer be
+  // read): each live thread's open run of wall ticks goes on to `end_ns`
+  // (when the program began to end) in the state its last tick saw;
+  // running, the time is on CPU. Without it the wall time from the last
+  // tick to the end was lost: up to a slow tick, and more when the
+  // collector process itself waited for a core.
+  void ExtendRunsTo(int64_t end_ns);
 
   uint64_t bytes_written() const { return bytes_written_; }
   // Walks of blocked threads' stacks so far, and those dropped (the thread

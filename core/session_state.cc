@@ -114,6 +114,7 @@ bool SessionState::BeginEnd(int cause, int status) {
   // The status first: the collector reads it once it sees the cause.
   if (cause == kEndQuickExit) d()->end_status.store(status & 0xff, std::memory_order_relaxed);
   if (!d()->end_cause.compare_exchange_strong(expected, cause, std::memory_order_acq_rel)) return false;
+  d()->end_ns.store(MonotonicNs(), std::memory_order_relaxed);
   return Apply(PhaseEvent::kEnd);
 }
 
@@ -196,6 +197,7 @@ void CopyWords(const SessionState::Data& from, SessionState::Data* to) {
   to->off_ns.store(from.off_ns.load());
   to->end_cause.store(from.end_cause.load());
   to->end_status.store(from.end_status.load());
+  to->end_ns.store(from.end_ns.load());
 }
 
 template <>

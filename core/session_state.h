@@ -77,6 +77,7 @@ class SessionState {
     std::atomic<int64_t> off_ns{0};
     std::atomic<int> end_cause{kEndNone};
     std::atomic<int> end_status{0};
+    std::atomic<int64_t> end_ns{0};  // when the end began (BeginEnd)
   };
   constexpr SessionState() : data_(&own_) {}
   // Copies the words into `shared` (zeroed memory of sizeof(Data)) and uses
@@ -85,6 +86,11 @@ class SessionState {
   // Uses the words at `shared` as they are: the collector process, after
   // attaching to the program's arena (collector/).
   void UseAt(void* shared) { data_.store(static_cast<Data*>(shared), std::memory_order_release); }
+
+  // When the winning BeginEnd came (CLOCK_MONOTONIC), 0 before: a collector
+  // that writes the END after the process is gone runs its threads' wall
+  // time to there.
+  int64_t end_ns() const { return d()->end_ns.load(std::memory_order_relaxed); }
 
   Phase phase() const { return static_cast<Phase>(d()->phase.load(std::memory_order_acquire)); }
   bool recording() const { return IsRecording(phase()); }
