@@ -745,23 +745,6 @@ bool Decode(const std::string& data, const std::string& path, Profile* profile,
   return true;
 }
 
-}  // namespace
-
-bool ReadDlprofFile(const std::string& path, Profile* profile, std::string* error,
-                    const FileLimits& limits) {
-  std::string data;
-  if (!ReadWholeFile(path, &data, error, limits)) return false;
-  return ReadDlprofBuffer(data, path, profile, error);
-}
-
-bool ReadDlprofBuffer(const std::string& data, const std::string& path, Profile* profile,
-                      std::string* error) {
-  std::vector<RawSample> raw;
-  return Decode(data, path, profile, error, &raw);
-}
-
-namespace {
-
 // A collector process (DLPROF_COLLECTOR=process) holds an exclusive flock
 // on the file it writes until it is done: it may still be draining and
 // ending the file of a program that has just exited. Waits for every such
@@ -789,6 +772,20 @@ void WaitForWriters(const std::vector<std::string>& paths) {
 }
 
 }  // namespace
+
+bool ReadDlprofFile(const std::string& path, Profile* profile, std::string* error,
+                    const FileLimits& limits) {
+  WaitForWriters({path});
+  std::string data;
+  if (!ReadWholeFile(path, &data, error, limits)) return false;
+  return ReadDlprofBuffer(data, path, profile, error);
+}
+
+bool ReadDlprofBuffer(const std::string& data, const std::string& path, Profile* profile,
+                      std::string* error) {
+  std::vector<RawSample> raw;
+  return Decode(data, path, profile, error, &raw);
+}
 
 void ReadDlprofFiles(const std::vector<std::string>& paths, Profile* profile,
                      std::vector<std::string>* errors, const FileLimits& limits) {

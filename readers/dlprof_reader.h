@@ -13,14 +13,16 @@ namespace dlprof {
 // Adds the process recorded in `path` to `profile`. Damage never stops it:
 // every intact chunk is used and each problem becomes a warning "path: offset
 // N: what" in the process's warnings. Returns false (and *error) only when the
-// file cannot be read at all or is not a .dlprof file.
+// file cannot be read at all or is not a .dlprof file. A file a collector
+// process is still writing (its flock) is waited for, 5 s at most.
 bool ReadDlprofFile(const std::string& path, Profile* profile, std::string* error,
                     const FileLimits& limits = FileLimits());
 
 // The same for the files of one run, in order. Every file is read before any
 // is decoded, so that Profile::samples is sized once for all of them. A file
 // that cannot be read (not a regular file, over the size limit), or is not a
-// .dlprof file, adds its error to *errors; the others are read.
+// .dlprof file, adds its error to *errors; the others are read. Files
+// collector processes are still writing are waited for, 5 s at most in all.
 void ReadDlprofFiles(const std::vector<std::string>& paths, Profile* profile,
                      std::vector<std::string>* errors, const FileLimits& limits = FileLimits());
 
