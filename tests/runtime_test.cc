@@ -69,10 +69,26 @@ std::map<std::string, int64_t> CpuSamplesByStage(const Profile& p, int process =
   return out;
 }
 
-TEST(Runtime, StageSharesOfCpuMatchWhatTheProgramDid) {
-  ProfiledRun run = Profiled({"mix", "2000"}, {{"DLPROF_HZ", "1000"}});
+// The collector each process of `run` said it had ("process", or "thread"
+// with why not).
+std::string CollectorOf(const ProfiledRun& run) {
+  std::string out;
+  for (const Process& p : run.profile.processes) {
+    auto it = p.fields.find("collector");
+    out += (out.empty() ? "" : ", ") + (it == p.fields.end() ? std::string("thread") : it->second);
+  }
+  return out;
+}
+
+// Under DLPROF_COLLECTOR=process (`process`) too: the collector process
+// drains what the thread would have, and must find the same shares.
+void ExpectStageSharesOfCpu(bool process) {
+  std::map<std::string, std::string> env = {{"DLPROF_HZ", "1000"}};
+  if (process) env["DLPROF_COLLECTOR"] = "process";
+  ProfiledRun run = Profiled({"mix", "2000"}, env);
   ASSERT_EQ(run.result.exit_code, 0) << run.result.err;
   ASSERT_EQ(run.files.size(), 1u);
+  EXPECT_EQ(CollectorOf(run), process ? "process" : "thread");
   auto by_stage = CpuSamplesByStage(run.profile);
   double abc = by_stage["a"] + by_stage["b"] + by_stage["c"];
   ASSERT_GT(abc, 1000) << "too few samples to judge";
@@ -80,6 +96,10 @@ TEST(Runtime, StageSharesOfCpuMatchWhatTheProgramDid) {
   EXPECT_NEAR(100.0 * by_stage["b"] / abc, 30.0, 3.0);
   EXPECT_NEAR(100.0 * by_stage["c"] / abc, 60.0, 3.0);
 }
+
+TEST(Runtime, StageSharesOfCpuMatchWhatTheProgramDid) { ExpectStageSharesOfCpu(false); }
+
+TEST(Runtime, CollectorProcessFindsTheSameStageSharesOfCpu) { ExpectStageSharesOfCpu(true); }
 
 // A stage that spends its CPU time in system calls raises few signals (the
 // timer counts user mode only); the periods it loses come with the next
@@ -222,9 +242,12 @@ TEST(Runtime, ThreadCreatedAfterStartIsSampled) {
   EXPECT_GE(tids.size(), 2u);
 }
 
-TEST(Runtime, SleepingStageComesOutOffCpu) {
-  ProfiledRun run = Profiled({"mix", "500"});
+void ExpectSleepingStageOffCpu(bool process) {
+  std::map<std::string, std::string> env;
+  if (process) env["DLPROF_COLLECTOR"] = "process";
+  ProfiledRun run = Profiled({"mix", "500"}, env);
   ASSERT_EQ(run.result.exit_code, 0) << run.result.err;
+  EXPECT_EQ(CollectorOf(run), process ? "process" : "thread");
   // Wall ticks split each stage's time into running and blocked (and in what).
   std::map<std::string, int64_t> wall, blocked, records;
   std::string nap_state;
@@ -250,6 +273,12 @@ TEST(Runtime, SleepingStageComesOutOffCpu) {
   ASSERT_GT(wall["c"], 100000000);
   EXPECT_LT(static_cast<double>(blocked["c"]) / wall["c"], 0.05);
 }
+
+TEST(Runtime, SleepingStageComesOutOffCpu) { ExpectSleepingStageOffCpu(false); }
+
+// From outside: the thread's CPU time from schedstat, its state from
+// /proc/<pid>/task/<tid>/syscall.
+TEST(Runtime, CollectorProcessFindsTheSleepingStageOffCpu) { ExpectSleepingStageOffCpu(true); }
 
 // A process whose threads are steady (running a whole tick, or blocked all
 // of it, in the same stage) is ticked less often: each wake-up of the
