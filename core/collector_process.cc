@@ -2,6 +2,7 @@
 #include "core/collector_process.h"
 
 #include <dlfcn.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -76,6 +77,105 @@ bool StartCollectorProcess(const Collector& c, const ProfileFileSpec& spec, int 
   std::string error;
   if (SpawnInvisibleChild(g_program->c_str(), argv.data(), nullptr, arena_fd, &error) < 0) {
     *why = "dlprof-collector could not be started: " + error;
+    return false;
+  }
+  g_is_process.store(true);
+  return true;
+}
+
+namespace {
+
+// The fork child's arguments (PrepareForkChildArgs): the parent's strings,
+// and fixed buffers the child formats its own values into.
+constexpr int kMaxArgs = 96;
+std::vector<std::string>* g_child_fixed = nullptr;
+const char* g_child_argv[kMaxArgs];
+char g_child_buffers[10][160];
+
+// `a` then `b` into `out` (size `size`, cut to fit). Returns `out`.
+char* Concat(char* out, size_t size, const char* a, const char* b) {
+  size_t n = 0;
+  for (const char* p = a; *p != '\0' && n + 1 < size; ++p) out[n++] = *p;
+  for (const char* p = b; *p != '\0' && n + 1 < size; ++p) out[n++] = *p;
+  out[n] = '\0';
+  return out;
+}
+
+// Writes `prefix` then `value` in decimal into `out` (size `size`): no
+// allocation, no locale. Returns `out`.
+char* Format(char* out, size_t size, const char* prefix, long long value) {
+  size_t n = 0;
+  for (const char* p = prefix; *p != '\0' && n + 1 < size; ++p) out[n++] = *p;
+  char digits[24];
+  int d = 0;
+  unsigned long long v = value < 0 ? 0ull - static_cast<unsigned long long>(value)
+                                   : static_cast<unsigned long long>(value);
+  do {
+    digits[d++] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v != 0);
+  if (value < 0 && n + 1 < size) out[n++] = '-';
+  while (d > 0 && n + 1 < size) out[n++] = digits[--d];
+  out[n] = '\0';
+  return out;
+}
+
+int64_t ClockNs(clockid_t clock) {
+  timespec ts;
+  clock_gettime(clock, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+}  // namespace
+
+void PrepareForkChildArgs(const Collector& child_fields, const ProfileFileSpec& spec,
+                          int snapshot_ms, bool light) {
+  if (g_program == nullptr) return;
+  auto* fixed = new std::vector<std::string>{
+      *g_program,
+      "--run-path=" + spec.run_path,
+      "--run-dev=" + std::to_string(spec.run_dev),
+      "--run-ino=" + std::to_string(spec.run_ino),
+      "--snapshot-ms=" + std::to_string(snapshot_ms),
+      std::string("--mode=") + (light ? "light" : "detailed"),
+      "--file-at-once=0",
+      "--field=collector=process",
+      "--field=role=worker"};
+  for (const auto& [key, value] : child_fields.process_fields()) {
+    if (key == "pid" || key == "ppid" || key == "role" || key == "worker" || key == "start_ns" ||
+        key == "start_unix_ns" || key == "collector") {
+      continue;
+    }
+    fixed->push_back("--field=" + key + "=" + value);
+  }
+  // (Leaves room for the child's own, below.)
+  if (fixed->size() + 12 > static_cast<size_t>(kMaxArgs)) {
+    delete fixed;
+    return;
+  }
+  delete g_child_fixed;
+  g_child_fixed = fixed;
+}
+
+bool StartCollectorProcessInForkChild(int worker, const char* extra_field) {
+  if (g_child_fixed == nullptr) return false;
+  const int arena_fd = ArenaSharedFd();
+  if (arena_fd < 0) return false;
+  const long long pid = getpid();
+  int n = 0;
+  for (const std::string& a : *g_child_fixed) g_child_argv[n++] = a.c_str();
+  auto* b = g_child_buffers;
+  g_child_argv[n++] = Format(b[0], sizeof(b[0]), "--pid=", pid);
+  g_child_argv[n++] = Format(b[1], sizeof(b[1]), "--arena-fd=", arena_fd);
+  g_child_argv[n++] = Format(b[2], sizeof(b[2]), "--base=worker-", pid);
+  g_child_argv[n++] = Format(b[3], sizeof(b[3]), "--field=pid=", pid);
+  g_child_argv[n++] = Format(b[4], sizeof(b[4]), "--field=ppid=", getppid());
+  g_child_argv[n++] = Format(b[5], sizeof(b[5]), "--field=worker=", worker);
+  g_child_argv[n++] = Format(b[6], sizeof(b[6]), "--field=start_ns=", ClockNs(CLOCK_MONOTONIC));
+  g_child_argv[n++] = Format(b[7], sizeof(b[7]), "--field=start_unix_ns=", ClockNs(CLOCK_REALTIME));
+  if (extra_field != nullptr) g_child_argv[n++] = Concat(b[8], sizeof(b[8]), "--field=", extra_field);
+  g_child_argv[n] = nullptr;
+  if (SpawnInvisibleChild(g_child_argv[0], g_child_argv, nullptr, arena_fd, nullptr) < 0) {
     return false;
   }
   g_is_process.store(true);

@@ -35,6 +35,22 @@ bool FindCollectorProgram(std::string* why);
 bool StartCollectorProcess(const Collector& c, const ProfileFileSpec& spec, int snapshot_ms,
                            bool light, bool file_at_once, std::string* why);
 
+// In the parent, at session start: what a fork child's helper is told that
+// the child shares with its parent (the run, the configuration, the
+// process facts `child_fields` a new collector of the parent's has, less
+// those the child sets itself), so that StartCollectorProcessInForkChild
+// allocates nothing. Not signal-safe.
+void PrepareForkChildArgs(const Collector& child_fields, const ProfileFileSpec& spec,
+                          int snapshot_ms, bool light);
+// In a fork child: starts its helper with the prepared arguments and its
+// own pid, ppid, start time, role "worker" and `worker` id, plus
+// `extra_field` ("key=value", or nullptr). Allocates nothing: a fork made
+// from a signal handler that interrupted malloc leaves the child's heap
+// mid-operation (the child of a single-threaded program gets no lock reset).
+// False when nothing was prepared or the spawn failed: then the caller
+// takes the allocating way.
+bool StartCollectorProcessInForkChild(int worker, const char* extra_field);
+
 // Whether this process's collector is the helper (it was started).
 bool CollectorIsProcess();
 // In a fork child: the parent's helper is not this process's.

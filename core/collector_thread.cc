@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <new>
 #include <string>
 
@@ -398,6 +399,10 @@ void StartCollector(bool fork_child) {
     std::string why;
     if (StartCollectorProcess(*g_collector, ThisProcessesProfileFile(), G->config.snapshot_ms,
                               G->config.mode == Mode::kLight, /*file_at_once=*/!fork_child, &why)) {
+      // What its fork children's helpers will be told (they allocate nothing).
+      std::unique_ptr<Collector> fields(NewCollector());
+      PrepareForkChildArgs(*fields, ThisProcessesProfileFile(), G->config.snapshot_ms,
+                           G->config.mode == Mode::kLight);
       return;
     }
     G->collector_process = false;

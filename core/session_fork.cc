@@ -218,6 +218,17 @@ void ResetInForkChild() {
   // nothing of its own to keep, and its new image starts a file of its own.
   // Creating it cost more than anything else of a fork and exec under dlprof
   // (BENCHMARKS.md, "Start-up costs").
+  // A collector process of its own is started without an allocation (the
+  // arguments the parent prepared): a fork from a signal handler that
+  // interrupted malloc leaves this child's heap mid-operation. Where the
+  // child has a fact of its own to record, the allocating way.
+  if (G->collector_process && !loader_held && !g_fence_timed_out) {
+    if (self != nullptr && Armed()) ArmSlot(self);
+    if (StartCollectorProcessInForkChild(G->worker, nullptr)) return;
+    g_collector = NewCollector();
+    StartCollector(/*fork_child=*/true);
+    return;
+  }
   g_collector = NewCollector();
   if (parent_collector != nullptr) g_collector->InheritMaps(*parent_collector);
   if (loader_held) {

@@ -441,14 +441,14 @@ TEST(NoHarm, CollectorProcessCatchesNoTerminationSignal) {
   EXPECT_TRUE(ServedByCollectorProcesses(p, 1));
 }
 
-// Known gap, not handled yet (RELIABILITY.md): a single-threaded program
-// whose signal handler forks while the interrupted code is inside malloc.
-// The collector process removes the hang the collector thread caused (the
-// process is single-threaded again), but the fork child's restart of the
-// session allocates on a heap the parent left mid-operation: glibc's malloc
-// assertion kills the children. Kept as the reproducer; run it with
-// --gtest_also_run_disabled_tests.
-TEST(NoHarm, DISABLED_CollectorProcessForkFromASignalHandlerInsideMalloc) {
+// A single-threaded program whose signal handler forks while the
+// interrupted code is inside malloc. Under the collector thread the fork
+// hangs (glibc's fork takes malloc's locks in a multi-threaded process, and
+// the interrupted free() holds one): a known gap of the thread. The
+// collector process leaves the process single-threaded, and the child
+// starts its helper without allocating (its heap is the parent's, mid-
+// operation): before that, glibc's malloc assertion aborted the children.
+TEST(NoHarm, CollectorProcessForkFromASignalHandlerInsideMalloc) {
   Pair p = RunBoth({Harm("fork_in_handler"), "300"}, kCollectorProcess, {}, 30);
   ASSERT_EQ(p.plain.result.out, "forked\n") << Show(p.plain.result);
   EXPECT_TRUE(NoHarm(p));
