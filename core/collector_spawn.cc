@@ -22,6 +22,7 @@ struct ChildArgs {
   const char* const* argv;
   const char* const* envp;
   int pass_fd;
+  int pass_fd2;  // at 5
   pid_t helper_pid;
   int failed_step;  // 0: the helper exec'd
   int failed_errno;
@@ -35,7 +36,7 @@ enum Step { kExecd = 0, kPassFd, kCloseFds, kOpenNull, kStdio, kSetsid, kCloneHe
 
 const char* StepName(int step) {
   switch (step) {
-    case kPassFd: return "placing the passed fd at 3";
+    case kPassFd: return "placing the passed fds at 3 and 5";
     case kCloseFds: return "closing the caller's fds";
     case kOpenNull: return "opening /dev/null";
     case kStdio: return "placing /dev/null at 0-2";
@@ -101,15 +102,23 @@ __attribute__((noinline, DLPROF_CHILD_CODE)) int IntermediateMain(void* p) {
   // The helper is then in this session but not its leader: opening a
   // terminal cannot make it the helper's controlling one.
   if ((rc = Sys(SYS_setsid)) < 0) Fail(a, kSetsid, rc);
-  // pass_fd first, so that closing 0-2 and the rest cannot take it.
+  // The passed fds first, so that closing 0-2 and the rest cannot take them.
+  // The second goes out of the way first (above 5: F_DUPFD gives a new
+  // number, so neither passed fd is overwritten before it is placed).
+  long second = -1;
+  if (a->pass_fd2 >= 0 && (second = Sys(SYS_fcntl, a->pass_fd2, F_DUPFD, 6)) < 0) {
+    Fail(a, kPassFd, second);
+  }
   if (a->pass_fd == 3) {
     rc = Sys(SYS_fcntl, 3, F_SETFD, 0);
   } else if (a->pass_fd >= 0) {
     rc = Sys(SYS_dup3, a->pass_fd, 3, 0);
   }
   if (rc < 0) Fail(a, kPassFd, rc);
+  if (second >= 0 && (rc = Sys(SYS_dup3, second, 5, 0)) < 0) Fail(a, kPassFd, rc);
   // Closed before the opens, so that a full fd table (RLIMIT_NOFILE) has room.
-  if ((rc = CloseRange(0, 2)) < 0 || (rc = CloseRange(a->pass_fd >= 0 ? 4 : 3, ~0U)) < 0) {
+  if ((rc = CloseRange(0, 2)) < 0 || (rc = CloseRange(a->pass_fd >= 0 ? 4 : 3, 4)) < 0 ||
+      (rc = CloseRange(second >= 0 ? 6 : 5, ~0U)) < 0) {
     Fail(a, kCloseFds, rc);
   }
   // The caller's soft limit is for the caller: with its table full, the
@@ -149,7 +158,7 @@ __attribute__((noinline, DLPROF_CHILD_CODE)) int IntermediateMain(void* p) {
 }  // namespace
 
 pid_t SpawnInvisibleChild(const char* path, const char* const argv[], const char* const envp[],
-                          int pass_fd, std::string* error) {
+                          int pass_fd, std::string* error, int pass_fd2) {
   static const char* const kNoEnv[] = {nullptr};
   const int saved_errno = errno;
   // Both children's stacks are in this frame: this thread is suspended while
@@ -161,6 +170,7 @@ pid_t SpawnInvisibleChild(const char* path, const char* const argv[], const char
   args.argv = argv;
   args.envp = envp != nullptr ? envp : kNoEnv;
   args.pass_fd = pass_fd;
+  args.pass_fd2 = pass_fd2;
   args.helper_stack_top = stacks[0] + sizeof stacks[0];
   // Blocked in the raw call: glibc's sigprocmask leaves its own two signals
   // (cancellation, setxid) open, and their handlers must not run in a child.

@@ -14,7 +14,8 @@ namespace dlprof {
 // Starts `path` (an executable, not searched in PATH) with `argv` and `envp`
 // (nullptr: an empty environment; the program's own would carry LD_PRELOAD
 // of libdlprof into the helper). The helper gets `pass_fd` as its fd 3
-// (pass_fd < 0: none), a pidfd of the calling process as fd 4 (none before
+// (pass_fd < 0: none), `pass_fd2` as its fd 5 (< 0: none), a pidfd of the
+// calling process as fd 4 (none before
 // Linux 5.3 or with RLIMIT_NOFILE's hard limit below 5; it polls readable
 // once the caller has ended), /dev/null as fds 0-2 and no other fd of the
 // caller's. It runs in a new session (not as its leader), with an empty
@@ -34,7 +35,7 @@ namespace dlprof {
 // a multi-threaded process), except to build *error on failure. Blocks every
 // signal of the calling thread until the helper has exec'd. errno is kept.
 pid_t SpawnInvisibleChild(const char* path, const char* const argv[], const char* const envp[],
-                          int pass_fd, std::string* error);
+                          int pass_fd, std::string* error, int pass_fd2 = -1);
 
 // Reaps child `pid` if it has ended (waitpid(pid, ..., __WALL)), storing its
 // wait status in *status if not null. Blocks until it ends only if `wait`.

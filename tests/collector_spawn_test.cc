@@ -33,11 +33,12 @@ namespace {
 
 const std::string kProbe = testing::ProgramPath("spawn_probe");
 
-pid_t SpawnProbe(const std::vector<std::string>& args, int pass_fd, std::string* error = nullptr) {
+pid_t SpawnProbe(const std::vector<std::string>& args, int pass_fd, std::string* error = nullptr,
+                 int pass_fd2 = -1) {
   std::vector<const char*> argv = {kProbe.c_str()};
   for (const std::string& a : args) argv.push_back(a.c_str());
   argv.push_back(nullptr);
-  return SpawnInvisibleChild(kProbe.c_str(), argv.data(), nullptr, pass_fd, error);
+  return SpawnInvisibleChild(kProbe.c_str(), argv.data(), nullptr, pass_fd, error, pass_fd2);
 }
 
 // A line from fd, without its newline; "" at EOF or after timeout_ms.
@@ -169,7 +170,7 @@ TEST(CollectorSpawn, FailureBeforeExecIsReportedAndReaped) {
   EXPECT_EQ(errno, EDOM);
   EXPECT_NE(error.find("execve: No such file or directory"), std::string::npos) << error;
   EXPECT_EQ(SpawnProbe({"exit"}, 999, &error), -1);
-  EXPECT_NE(error.find("placing the passed fd at 3: Bad file descriptor"), std::string::npos)
+  EXPECT_NE(error.find("placing the passed fds at 3 and 5: Bad file descriptor"), std::string::npos)
       << error;
   EXPECT_TRUE(NoChildren());
 }
@@ -236,6 +237,43 @@ TEST(CollectorSpawn, HoldsOnlyThePassedFd) {
   close(report[0]);
   close(other[0]);
   close(other[1]);
+}
+
+// A second passed fd arrives as 5 whatever its number, even 3 or 5, and
+// next to a first passed fd numbered 5 (the collector process's run lock).
+TEST(CollectorSpawn, SecondPassedFdArrivesAsFive) {
+  // The pipes are moved above 60 first, so that the numbers tried are free.
+  auto high = [](int fd) {
+    const int moved = fcntl(fd, F_DUPFD, 60);
+    close(fd);
+    return moved;
+  };
+  for (int second_at : {3, 5, 40}) {
+    int report[2], lock[2];
+    ASSERT_EQ(pipe(report), 0);
+    ASSERT_EQ(pipe(lock), 0);
+    for (int* fd : {&report[0], &report[1], &lock[0], &lock[1]}) *fd = high(*fd);
+    // The first passed fd at 5 when the second is at 3, else out of the way.
+    const int first = second_at == 3 ? 5 : 50;
+    ASSERT_EQ(dup2(lock[0], second_at), second_at);
+    ASSERT_EQ(dup2(report[1], first), first);
+    const pid_t pid = SpawnProbe({"report"}, first, nullptr, second_at);
+    close(report[1]);
+    close(first);
+    close(second_at);
+    ASSERT_GT(pid, 0) << "second at " << second_at;
+    const auto fds = Fds(ReadAll(report[0]));
+    const std::map<int, std::string> expected = {{0, "/dev/null"},
+                                                 {1, "/dev/null"},
+                                                 {2, "/dev/null"},
+                                                 {3, PipeName(report[0])},
+                                                 {4, "anon_inode:[pidfd]"},
+                                                 {5, PipeName(lock[0])}};
+    EXPECT_EQ(fds, expected) << "second at " << second_at;
+    close(report[0]);
+    close(lock[0]);
+    close(lock[1]);
+  }
 }
 
 TEST(CollectorSpawn, ReadingAPipeToEofDoesNotWaitForHelper) {
