@@ -84,7 +84,6 @@ class Loop {
 
   int Run() {
     collector_.ReadFromOutside(a_.pid, &maps_);
-    collector_.set_lock_while_open(true);
     for (const auto& [key, value] : a_.fields) collector_.SetProcessField(key, value);
     collector_.set_file_pending(true);
     if (a_.file_at_once && !EnsureFile()) return 1;

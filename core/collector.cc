@@ -2,7 +2,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -368,10 +367,6 @@ void Collector::Stream::PutTime(int64_t t) {
   ++count;
 }
 
-Collector::~Collector() {
-  if (lock_fd_ >= 0) close(lock_fd_);
-}
-
 bool Collector::Open(int dir_fd, const std::string& dir_path, const std::string& name,
                      std::string* error) {
   const int fd =
@@ -386,11 +381,9 @@ bool Collector::Open(int dir_fd, const std::string& dir_path, const std::string&
   PutU32(&header, DLPROF_FORMAT_VERSION);
   PutU32(&header, 0);
   struct stat st {};
-  // Before the first byte: a reader never sees the file without the lock.
-  if (lock_while_open_ && flock(fd, LOCK_EX) == 0) lock_fd_ = fd;
   const bool ok = fstat(fd, &st) == 0 && WriteAll(fd, 0, header.data(), header.size());
   const int err = errno;
-  if (lock_fd_ != fd) close(fd);
+  close(fd);
   if (!ok) {
     *error = "cannot write " + name + ": " + strerror(err);
     return false;
@@ -995,9 +988,24 @@ bool Collector::Flush() {
       // and how long forks kept libunwind out.
       {"fork_samples", g_sampler.fork_samples.load(std::memory_order_relaxed)},
       {"fork_fence_ns", g_sampler.fork_fence_ns.load(std::memory_order_relaxed)}};
+  // Counted in the program's private memory, not in the arena: a collector
+  // process cannot see them, and leaves them out rather than say 0.
+  auto unseen = [this](const char* name) {
+    static const char* const kProgramPrivate[] = {
+        "dropped_nothread", "stage_names_refused", "names_cut",    "buffers_refused",
+        "unwind_loader_busy", "fork_samples",      "fork_fence_ns"};
+    if (outside_pid_ == 0) return false;
+    for (const char* p : kProgramPrivate) {
+      if (strcmp(p, name) == 0) return true;
+    }
+    return false;
+  };
+  uint64_t written = 0;
+  for (const auto& stat : stats) written += unseen(stat.first) ? 0 : 1;
   p.clear();
-  PutVarint(&p, sizeof(stats) / sizeof(stats[0]));
+  PutVarint(&p, written);
   for (const auto& [name, value] : stats) {
+    if (unseen(name)) continue;
     PutBytes(&p, name);
     PutVarint(&p, value);
   }

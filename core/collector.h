@@ -54,11 +54,6 @@ class Collector {
   bool Open(int dir_fd, const std::string& dir_path, const std::string& name,
             std::string* error);
   bool is_open() const { return opened_; }
-  // The collector process's: Open keeps the new file's descriptor with an
-  // exclusive flock until this object (or the process) ends, so that a
-  // reader waits for the file's last writes (readers/dlprof_reader.cc).
-  void set_lock_while_open(bool lock) { lock_while_open_ = lock; }
-  ~Collector();
   // A fork child's file is created at its collector's first tick, not at
   // the fork (core/run_folder.cc CreateCollectorFile): one that execs
   // before then (a shell's fork and exec) leaves none. Until then
@@ -178,8 +173,6 @@ class Collector {
   ino_t file_ino_ = 0;
   std::string name_, path_;
   bool failed_ = false;
-  bool lock_while_open_ = false;
-  int lock_fd_ = -1;
   uint64_t bytes_written_ = 0;
   uint64_t samples_total_ = 0;
 

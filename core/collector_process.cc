@@ -2,13 +2,20 @@
 #include "core/collector_process.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <cstring>
 
 #include <atomic>
 #include <string>
 #include <vector>
 
+#include <dlprof/format.h>
+
+#include "backends/private_fd.h"
 #include "core/collector_spawn.h"
 #include "core/shared_arena.h"
 
@@ -16,6 +23,35 @@ namespace dlprof {
 namespace {
 
 std::string* g_program = nullptr;  // dlprof-collector's path (FindCollectorProgram)
+
+// The run's collectors lock (DLPROF_COLLECTORS_LOCK in the run folder), opened
+// and share-locked for a helper to hold (its fd 5) until it exits: a reader
+// waits for every helper of the run, including one whose file does not
+// exist yet (the program may end before its helper made it). -1 if it
+// cannot be had (the reader then cannot wait for this one). The reader's
+// exclusive test lasts an instant: a few tries. Async-signal-safe.
+int LockForHelper(const char* lock_path) {
+  const int fd = OpenOwn(AT_FDCWD, lock_path, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return -1;
+  for (int i = 0; i < 20; ++i) {
+    if (flock(fd, LOCK_SH | LOCK_NB) == 0) return fd;
+    const timespec step{0, 100000};
+    nanosleep(&step, nullptr);
+  }
+  close(fd);
+  return -1;
+}
+
+// Spawns the helper with the arena at fd 3 and the run's lock at fd 5.
+pid_t SpawnHelper(const char* const argv[], int arena_fd, const char* lock_path,
+                  std::string* error) {
+  const int lock_fd = LockForHelper(lock_path);
+  const pid_t pid = SpawnInvisibleChild(argv[0], argv, nullptr, arena_fd, error, lock_fd);
+  if (lock_fd >= 0) close(lock_fd);  // the helper's copy holds the lock
+  return pid;
+}
+
+char g_lock_path[4096];  // the run's collectors lock (PrepareForkChildArgs)
 std::atomic<bool> g_is_process{false};
 
 }  // namespace
@@ -75,7 +111,8 @@ bool StartCollectorProcess(const Collector& c, const ProfileFileSpec& spec, int 
   for (const std::string& a : args) argv.push_back(a.c_str());
   argv.push_back(nullptr);
   std::string error;
-  if (SpawnInvisibleChild(g_program->c_str(), argv.data(), nullptr, arena_fd, &error) < 0) {
+  const std::string lock_path = spec.run_path + "/" DLPROF_COLLECTORS_LOCK;
+  if (SpawnHelper(argv.data(), arena_fd, lock_path.c_str(), &error) < 0) {
     *why = "dlprof-collector could not be started: " + error;
     return false;
   }
@@ -153,6 +190,12 @@ void PrepareForkChildArgs(const Collector& child_fields, const ProfileFileSpec& 
     delete fixed;
     return;
   }
+  const std::string lock_path = spec.run_path + "/" DLPROF_COLLECTORS_LOCK;
+  if (lock_path.size() >= sizeof(g_lock_path)) {
+    delete fixed;
+    return;
+  }
+  memcpy(g_lock_path, lock_path.c_str(), lock_path.size() + 1);
   delete g_child_fixed;
   g_child_fixed = fixed;
 }
@@ -175,7 +218,7 @@ bool StartCollectorProcessInForkChild(int worker, const char* extra_field) {
   g_child_argv[n++] = Format(b[7], sizeof(b[7]), "--field=start_unix_ns=", ClockNs(CLOCK_REALTIME));
   if (extra_field != nullptr) g_child_argv[n++] = Concat(b[8], sizeof(b[8]), "--field=", extra_field);
   g_child_argv[n] = nullptr;
-  if (SpawnInvisibleChild(g_child_argv[0], g_child_argv, nullptr, arena_fd, nullptr) < 0) {
+  if (SpawnHelper(g_child_argv, arena_fd, g_lock_path, nullptr) < 0) {
     return false;
   }
   g_is_process.store(true);

@@ -745,11 +745,12 @@ bool Decode(const std::string& data, const std::string& path, Profile* profile,
   return true;
 }
 
-// A collector process (DLPROF_COLLECTOR=process) holds an exclusive flock
-// on the file it writes until it is done: it may still be draining and
-// ending the file of a program that has just exited. Waits for every such
-// file of `paths`, up to kWriterWaitNs in all (a run still going is read as
-// it is then).
+// Collector processes (DLPROF_COLLECTOR=process) may still be draining and
+// ending the files of programs that have just exited, or not have made them
+// yet: each holds a shared flock on the run folder's DLPROF_COLLECTORS_LOCK
+// until it is done. Waits, up to kWriterWaitNs in all, until an exclusive
+// one can be had on that file of each folder of `paths` (a run still going
+// is then read as it is). Called before the folder is listed, too.
 constexpr int64_t kWriterWaitNs = 5000000000LL;
 
 int64_t NowNs() {
@@ -758,18 +759,32 @@ int64_t NowNs() {
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
-void WaitForWriters(const std::vector<std::string>& paths) {
+void WaitForCollectors(const std::vector<std::string>& folders) {
   const int64_t deadline = NowNs() + kWriterWaitNs;
-  for (const std::string& path : paths) {
+  for (const std::string& folder : folders) {
+    const std::string path = folder + "/" DLPROF_COLLECTORS_LOCK;
     const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | O_NOFOLLOW);
-    if (fd < 0) continue;  // (the read says why)
-    while (flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK && NowNs() < deadline) {
+    if (fd < 0) continue;  // no collector process ever ran there
+    while (flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK && NowNs() < deadline) {
       const timespec step{0, 5000000};
       nanosleep(&step, nullptr);
     }
-    close(fd);
+    close(fd);  // (an exclusive lock held for an instant: a starting helper retries)
   }
 }
+
+// The folders of `paths`, each once.
+std::vector<std::string> FoldersOf(const std::vector<std::string>& paths) {
+  std::vector<std::string> folders;
+  for (const std::string& p : paths) {
+    const size_t slash = p.rfind('/');
+    std::string folder = slash == std::string::npos ? "." : slash == 0 ? "/" : p.substr(0, slash);
+    if (std::find(folders.begin(), folders.end(), folder) == folders.end()) folders.push_back(folder);
+  }
+  return folders;
+}
+
+void WaitForWriters(const std::vector<std::string>& paths) { WaitForCollectors(FoldersOf(paths)); }
 
 }  // namespace
 
@@ -813,6 +828,7 @@ void ReadDlprofFiles(const std::vector<std::string>& paths, Profile* profile,
 std::vector<std::string> ListRunFiles(const std::string& dir, std::string* error) {
   auto list = [](const std::string& d) {
     std::vector<std::string> files;
+    WaitForCollectors({d});  // a file may not exist yet
     if (DIR* dp = opendir(d.c_str())) {
       while (dirent* e = readdir(dp)) {
         std::string n = e->d_name;

@@ -14,6 +14,10 @@
 #include <stdint.h>
 
 #define DLPROF_FILE_MAGIC "DLPROF\r\n" /* 8 bytes; then u32 version, u32 0 */
+/* In a run folder: each collector process (DLPROF_COLLECTOR=process) holds a
+ * shared flock on this file until it has written its program's file to the
+ * end; a reader waits until an exclusive one can be had. */
+#define DLPROF_COLLECTORS_LOCK ".collectors.lock"
 /* 2: wall records carry the time the thread was runnable but waiting for a
  * core (DLPROF_CHUNK_WALL_STATES). Readers take 1 and 2; a version-1 reader
  * refuses a version-2 file rather than read it without its wall time.
