@@ -16,6 +16,7 @@
 #include <cstring>
 #include <functional>
 #include <new>
+#include <utility>
 #include <string>
 
 #include "core/annotations.h"
@@ -36,16 +37,35 @@ namespace {
 class ProgramMaps : public OutsideMaps {
  public:
   explicit ProgramMaps(pid_t pid) : pid_(pid) {}
+  // A process that is gone has no mappings left to read (a zombie's maps
+  // are empty): the last ones read stand for them, so that a process that
+  // ends before the first flush (a second) still names its samples.
   bool Read(std::vector<MapEntry>* out, uint64_t* generation) override {
     std::string error;
-    if (!reader_.Read(pid_, out, &error)) return false;
-    *generation = MappingsFingerprint(*out);
+    std::vector<MapEntry> maps;
+    if (reader_.Read(pid_, &maps, &error) && !maps.empty()) {
+      last_ = std::move(maps);
+      last_generation_ = MappingsFingerprint(last_);
+    }
+    if (last_.empty()) return false;
+    *out = last_;
+    *generation = last_generation_;
     return true;
+  }
+
+  // Reads them once now, at the helper's start (the program is alive then,
+  // but for a fork child that ended at once).
+  void Prime() {
+    std::vector<MapEntry> maps;
+    uint64_t generation = 0;
+    Read(&maps, &generation);
   }
 
  private:
   pid_t pid_;
   RemoteMaps reader_;
+  std::vector<MapEntry> last_;
+  uint64_t last_generation_ = 0;
 };
 
 // Whether the program has ended: its pidfd polls readable (a zombie, or
@@ -83,6 +103,7 @@ class Loop {
   explicit Loop(const CollectorProcessArgs& a) : a_(a), maps_(a.pid) {}
 
   int Run() {
+    maps_.Prime();
     collector_.ReadFromOutside(a_.pid, &maps_);
     for (const auto& [key, value] : a_.fields) collector_.SetProcessField(key, value);
     collector_.set_file_pending(true);

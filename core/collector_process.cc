@@ -4,6 +4,8 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -17,6 +19,7 @@
 
 #include "backends/private_fd.h"
 #include "core/collector_spawn.h"
+#include "core/raw_syscall.h"
 #include "core/shared_arena.h"
 
 namespace dlprof {
@@ -53,8 +56,31 @@ pid_t SpawnHelper(const char* const argv[], int arena_fd, const char* lock_path,
 
 char g_lock_path[4096];  // the run's collectors lock (PrepareForkChildArgs)
 std::atomic<bool> g_is_process{false};
+// The program made itself a child subreaper after start (ProgramPrctl): a
+// helper spawned from it or from a fork child of it would be adopted by it.
+// Kept in memory, so a fork child knows it too.
+std::atomic<bool> g_subreaper_in_program{false};
 
 }  // namespace
+
+// Whether a helper this process spawns would be re-parented to this process
+// itself, an ordinary child its wait(-1) reaps (and waits for: the helper
+// ends only after it): PID 1 of a PID namespace is every orphan's reaper
+// there, and a child subreaper its descendants'. Allocates nothing (a fork
+// child asks it).
+const char* HelperWouldBeOurChild() {
+  if (getpid() == 1) return "the process is its PID namespace's init: the helper would be its child";
+  int subreaper = 0;
+  if (RawSyscall6(SYS_prctl, PR_GET_CHILD_SUBREAPER, reinterpret_cast<long>(&subreaper), 0, 0, 0,
+                  0) == 0 &&
+      subreaper != 0) {
+    return "the process is a child subreaper: the helper would be its child";
+  }
+  if (g_subreaper_in_program.load()) {
+    return "a process of the program is a child subreaper: the helper would be its child";
+  }
+  return nullptr;
+}
 
 std::string CollectorProcessRefusal(const Config& config, bool python) {
   if (!config.collector_process) return "DLPROF_COLLECTOR is thread";
@@ -62,7 +88,8 @@ std::string CollectorProcessRefusal(const Config& config, bool python) {
   if (python) return "it reads no Python frames yet";
   if (config.baseline_steps > 0) return "it cannot arm timers at a baseline's end yet";
   if (config.unwinder == "cfi") return "it builds no unwind tables for DLPROF_BACKEND=cfi yet";
-  return "";
+  const char* adopted = HelperWouldBeOurChild();
+  return adopted != nullptr ? adopted : "";
 }
 
 bool FindCollectorProgram(std::string* why) {
@@ -88,6 +115,10 @@ bool StartCollectorProcess(const Collector& c, const ProfileFileSpec& spec, int 
                            bool light, bool file_at_once, std::string* why) {
   if (g_program == nullptr) {
     *why = "dlprof-collector was not found";
+    return false;
+  }
+  if (const char* adopted = HelperWouldBeOurChild()) {
+    *why = adopted;
     return false;
   }
   const int arena_fd = ArenaSharedFd();
@@ -201,7 +232,7 @@ void PrepareForkChildArgs(const Collector& child_fields, const ProfileFileSpec& 
 }
 
 bool StartCollectorProcessInForkChild(int worker, const char* extra_field) {
-  if (g_child_fixed == nullptr) return false;
+  if (g_child_fixed == nullptr || HelperWouldBeOurChild() != nullptr) return false;
   const int arena_fd = ArenaSharedFd();
   if (arena_fd < 0) return false;
   const long long pid = getpid();
@@ -228,5 +259,7 @@ bool StartCollectorProcessInForkChild(int worker, const char* extra_field) {
 bool CollectorIsProcess() { return g_is_process.load(std::memory_order_relaxed); }
 
 void ForgetCollectorProcess() { g_is_process.store(false); }
+
+void NoteChildSubreaper() { g_subreaper_in_program.store(true); }
 
 }  // namespace dlprof

@@ -20,6 +20,13 @@ namespace dlprof {
 // thread. `python`: the process is CPython.
 std::string CollectorProcessRefusal(const Config& config, bool python);
 
+// Why a helper this process spawned now would be its own child (it is PID 1
+// of its namespace or a child subreaper, or made a process of the program
+// one), nullptr if it would not be. Such a process gets the thread, quietly:
+// its wait(-1) would see the helper and wait for it for ever. Allocates
+// nothing.
+const char* HelperWouldBeOurChild();
+
 // Finds dlprof-collector beside this library (dladdr: never in a fork
 // child, which may have inherited the loader's lock held). False with *why.
 bool FindCollectorProgram(std::string* why);
@@ -55,6 +62,9 @@ bool StartCollectorProcessInForkChild(int worker, const char* extra_field);
 bool CollectorIsProcess();
 // In a fork child: the parent's helper is not this process's.
 void ForgetCollectorProcess();
+// The program made a process of its a child subreaper (prctl): the helpers
+// its processes spawn from now on would be its children; they get the thread.
+void NoteChildSubreaper();
 
 }  // namespace dlprof
 

@@ -395,6 +395,12 @@ void ForgetParentCollector() {
 
 void StartCollector(bool fork_child) {
   if (G->collector_process) {
+    if (const char* adopted = HelperWouldBeOurChild()) {
+      G->collector_process = false;
+      G->collector_note = std::string("thread: ") + adopted;
+    }
+  }
+  if (G->collector_process) {
     g_collector->SetProcessField("collector", "process");
     std::string why;
     if (StartCollectorProcess(*g_collector, ThisProcessesProfileFile(), G->config.snapshot_ms,

@@ -14,6 +14,7 @@
 
 #include "backends/private_fd.h"
 #include "backends/unwinder.h"
+#include "core/collector_process.h"
 #include "core/hooks.h"
 #include "core/session.h"
 
@@ -151,6 +152,7 @@ int ProgramPrctl(int option, unsigned long a2, unsigned long a3, unsigned long a
     BeforeSeccompFilter();
   }
   const int rc = f(option, a2, a3, a4, a5);
+  if (rc == 0 && option == PR_SET_CHILD_SUBREAPER && a2 != 0) NoteChildSubreaper();
   if (rc == 0 && option == PR_SET_TSC && a2 == PR_TSC_SIGSEGV) {
     const int saved = errno;
     AfterTscDisabled();

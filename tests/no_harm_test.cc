@@ -24,6 +24,7 @@
 #include <gtest/gtest.h>
 
 #include "readers/dlprof_reader.h"
+#include "readers/symbolizer.h"
 #include "tests/support/files.h"
 #include "tests/support/sanitizer.h"
 #include "tests/support/subprocess.h"
@@ -439,6 +440,45 @@ TEST(NoHarm, CollectorProcessCatchesNoTerminationSignal) {
             "SIGTERM: SigCgt default, sigaction default\nSIGINT: SigCgt default, sigaction default\n");
   EXPECT_TRUE(NoHarm(p));
   EXPECT_TRUE(ServedByCollectorProcesses(p, 1));
+}
+
+// A child subreaper (tini, a container's init, a supervisor) reaps every
+// orphan of its descendants with wait(-1): a helper orphaned to it would be
+// reaped too, and waited for until its program ended (the program itself:
+// for ever). Such a process gets the thread, as do its fork children once
+// it became one (hostile review, session 23).
+TEST(NoHarm, CollectorProcessIsNeverASubreapersChild) {
+  for (const char* when : {"late", "exec"}) {
+    Pair p = RunBoth({Harm("subreaper_reaps_all"), when, "3"}, kCollectorProcess, {}, 30);
+    ASSERT_EQ(p.plain.result.out, "reaped 6 (No child processes)\n") << when << ": " << Show(p.plain.result);
+    EXPECT_TRUE(NoHarm(p)) << when;
+  }
+}
+
+// A process that ends before the collector process's first flush (a
+// second) still has its mappings written (a zombie has none left to read),
+// so its samples are named, libc's too, whose path is in no other record.
+TEST(NoHarm, CollectorProcessNamesTheSamplesOfAShortProcess) {
+  Pair p = RunBoth({Harm("cpu_burn"), "300"}, kCollectorProcess);
+  ASSERT_EQ(p.plain.result.exit_code, 0) << Show(p.plain.result);
+  EXPECT_TRUE(NoHarm(p));
+  ASSERT_TRUE(ServedByCollectorProcesses(p, 1));
+  bool libc_mapped = false;
+  for (const auto& m : p.profile.processes[0].mappings) {
+    libc_mapped |= m.path.find("/libc.so") != std::string::npos;
+  }
+  EXPECT_TRUE(libc_mapped) << p.Processes();
+  Symbolizer().SymbolizeProfile(&p.profile);
+  std::map<std::string, uint64_t> by_function;
+  uint64_t total = 0;
+  for (const Sample& s : p.profile.samples) {
+    if (s.kind != SampleKind::kCpu || s.stack >= p.profile.stacks.size() || p.profile.stacks[s.stack].empty()) continue;
+    const Location& leaf = p.profile.locations[p.profile.stacks[s.stack][0]];
+    by_function[leaf.frames.empty() ? "" : leaf.frames[0].function] += s.count;
+    total += s.count;
+  }
+  ASSERT_GT(total, 200u) << p.Processes();
+  EXPECT_GT(by_function["harm_burn_ms"], total * 8 / 10) << p.Processes();
 }
 
 // A single-threaded program whose signal handler forks while the

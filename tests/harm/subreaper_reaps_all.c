@@ -1,0 +1,42 @@
+/* subreaper_reaps_all late|exec [N]: a child subreaper (as tini, a
+ * container's init or a supervisor is) that forks N workers, each of which
+ * forks a grandchild and exits (the grandchild is orphaned to us), then
+ * reaps everything with wait(-1) until ECHILD. "late": it becomes the
+ * subreaper after its start; "exec": it becomes one, then execs itself, so
+ * it is one from its start. Prints how many it reaped. An alarm ends a
+ * wait that would never end. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+int main(int argc, char** argv) {
+  if (argc < 2) return 2;
+  const int n = argc > 2 ? atoi(argv[2]) : 3;
+  if (strcmp(argv[1], "exec") == 0) {
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    char count[16];
+    snprintf(count, sizeof(count), "%d", n);
+    execl("/proc/self/exe", argv[0], "execd", count, (char*)NULL);
+    return 3;
+  }
+  if (strcmp(argv[1], "late") == 0) prctl(PR_SET_CHILD_SUBREAPER, 1);
+  for (int i = 0; i < n; i++) {
+    fflush(stdout);
+    if (fork() == 0) {
+      if (fork() == 0) {
+        usleep(20000);
+        _exit(7);
+      }
+      _exit(3);
+    }
+  }
+  alarm(10);
+  int reaped = 0, status;
+  while (wait(&status) > 0) reaped++;
+  printf("reaped %d (%s)\n", reaped, strerror(errno));
+  return 0;
+}
