@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include <atomic>
@@ -82,9 +83,19 @@ const char* HelperWouldBeOurChild() {
   return nullptr;
 }
 
+// Whether /proc is this PID namespace's: the helper finds the program by
+// its pid there. In a PID namespace whose /proc was not mounted again
+// (`unshare -fp` without --mount-proc), /proc/<our pid> is another process.
+bool ProcIsOurs() {
+  char self[32] = {};
+  const ssize_t n = readlink("/proc/self", self, sizeof(self) - 1);
+  return n > 0 && atol(self) == static_cast<long>(getpid());
+}
+
 std::string CollectorProcessRefusal(const Config& config, bool python) {
   if (!config.collector_process) return "DLPROF_COLLECTOR is thread";
   if (!ArenaShared()) return "no shared memory here (memfd or MADV_WIPEONFORK refused)";
+  if (!ProcIsOurs()) return "/proc is not this PID namespace's: the helper could not find the program";
   if (python) return "it reads no Python frames yet";
   if (config.baseline_steps > 0) return "it cannot arm timers at a baseline's end yet";
   if (config.unwinder == "cfi") return "it builds no unwind tables for DLPROF_BACKEND=cfi yet";
