@@ -77,14 +77,27 @@ bool ProgramGone(pid_t pid) {
   return (kill(pid, 0) != 0 && errno == ESRCH) || ThreadState(pid, pid) == 'Z';
 }
 
-// After an exec: whether the image that held the arena is gone (its exec
-// closed the memfd's descriptor; the new image's, if any, is another file).
+// After an exec: whether the image that held the arena is gone. It maps
+// the memfd while it lives (its descriptor number may have changed: a
+// program that closed it gets it again through ours); the new image maps a
+// memfd of its own, another inode.
 bool ImageGone(const CollectorProcessArgs& a) {
-  struct stat ours {}, theirs {};
+  struct stat ours {};
   if (fstat(kHelperArenaFd, &ours) != 0) return true;
-  const std::string path = "/proc/" + std::to_string(a.pid) + "/fd/" + std::to_string(a.arena_fd);
-  return stat(path.c_str(), &theirs) != 0 || theirs.st_ino != ours.st_ino ||
-         theirs.st_dev != ours.st_dev;
+  FILE* maps = fopen(("/proc/" + std::to_string(a.pid) + "/maps").c_str(), "re");
+  if (maps == nullptr) return true;
+  bool mapped = false;
+  char line[4096];
+  while (!mapped && fgets(line, sizeof(line), maps) != nullptr) {
+    // "start-end perms offset dev inode path"
+    unsigned long long inode = 0;
+    if (strstr(line, "dlprof-arena") != nullptr &&
+        sscanf(line, "%*s %*s %*s %*s %llu", &inode) == 1) {
+      mapped = inode == static_cast<unsigned long long>(ours.st_ino);
+    }
+  }
+  fclose(maps);
+  return !mapped;
 }
 
 // How a process that is gone ended, for the END chunk; "" when unknown (a

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -46,12 +47,30 @@ int LockForHelper(const char* lock_path) {
   return -1;
 }
 
+// This process's helper, for ReopenArenaFromHelper.
+std::atomic<pid_t> g_helper_pid{0};
+
+// The arena's memfd opened again through the helper's fd 3, for a program
+// that closed dlprof's number (close_range): the shared arena can grow
+// again (core/shared_arena.h checks it is the same file).
+int ReopenArenaFromHelper() {
+  const pid_t helper = g_helper_pid.load();
+  if (helper <= 0) return -1;
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/fd/3", static_cast<int>(helper));
+  return open(path, O_RDWR | O_CLOEXEC);
+}
+
 // Spawns the helper with the arena at fd 3 and the run's lock at fd 5.
 pid_t SpawnHelper(const char* const argv[], int arena_fd, const char* lock_path,
                   std::string* error) {
   const int lock_fd = LockForHelper(lock_path);
   const pid_t pid = SpawnInvisibleChild(argv[0], argv, nullptr, arena_fd, error, lock_fd);
   if (lock_fd >= 0) close(lock_fd);  // the helper's copy holds the lock
+  if (pid > 0) {
+    g_helper_pid.store(pid);
+    ArenaSetReopen(ReopenArenaFromHelper);
+  }
   return pid;
 }
 

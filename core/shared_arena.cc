@@ -149,10 +149,31 @@ void* MapPrivate(size_t bytes) {
   return p == MAP_FAILED ? nullptr : p;
 }
 
+// Where the memfd can be opened again once the program closed its number
+// (ArenaSetReopen), or nullptr.
+std::atomic<int (*)()> g_reopen{nullptr};
+
+// Under g_mu: whether the memfd's descriptor is usable, opened again through
+// g_reopen if the program took its number (the old number is the program's
+// now: left alone).
+bool MemfdUsable() {
+  if (StillPrivate(g_memfd)) return true;
+  int (*reopen)() = g_reopen.load();
+  if (reopen == nullptr || g_memfd.ino == 0) return false;
+  const PrivateFd again = KeepPrivate(reopen());
+  if (!again.valid() || again.dev != g_memfd.dev || again.ino != g_memfd.ino) {
+    if (again.valid()) close(again.fd);
+    return false;
+  }
+  g_memfd = again;
+  return true;
+}
+
 // Under g_mu: `bytes` more of the memfd, mapped shared; nullptr when the
-// memfd is gone (the program closed its number) or cannot grow.
+// memfd is gone (the program closed its number, and it cannot be opened
+// again) or cannot grow.
 void* MapShared(size_t bytes, off_t* offset) {
-  if (!g_all_shared || !StillPrivate(g_memfd)) return nullptr;
+  if (!g_all_shared || !MemfdUsable()) return nullptr;
   *offset = g_memfd_bytes;
   const off_t end = *offset + static_cast<off_t>(bytes);
   if (!GrowAllowed(end) || ftruncate(g_memfd.fd, end) != 0) return nullptr;
@@ -494,9 +515,11 @@ bool ArenaAttachNewExtents(std::string* error) {
   return ok;
 }
 
+void ArenaSetReopen(int (*reopen)()) { g_reopen.store(reopen); }
+
 int ArenaSharedFd() {
   pthread_mutex_lock(&g_mu);
-  const int fd = g_initialized && g_all_shared && StillPrivate(g_memfd) ? g_memfd.fd : -1;
+  const int fd = g_initialized && g_all_shared && MemfdUsable() ? g_memfd.fd : -1;
   pthread_mutex_unlock(&g_mu);
   return fd;
 }

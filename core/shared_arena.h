@@ -78,6 +78,11 @@ bool ArenaAttach(int fd, std::string* error);
 // (its number is dlprof's, high and checked by identity); -1 when the arena
 // is not shared (ArenaShared()) or the program took the number.
 int ArenaSharedFd();
+// Where the memfd can be opened again (a new descriptor, or -1) once the
+// program has closed or taken dlprof's number (close_range, dup2): the
+// collector process holds it too. Without it the arena's next extent is
+// private, and a collector process must stop there.
+void ArenaSetReopen(int (*reopen)());
 
 // After ArenaAttach: maps the extents the program added since. False with
 // *error as for ArenaAttach, or when the program added a private extent

@@ -481,6 +481,21 @@ TEST(NoHarm, CollectorProcessNamesTheSamplesOfAShortProcess) {
   EXPECT_GT(by_function["harm_burn_ms"], total * 8 / 10) << p.Processes();
 }
 
+// A program that closes every fd >= 3 at start, then starts threads: the
+// arena's memfd number is gone, and each new thread's slot needs an extent.
+// The arena opens the memfd again through the collector process's copy;
+// before, the extents became private, the helper stopped, and the profile
+// was lost without a word (hostile review: 0 samples of 18 s of CPU).
+TEST(NoHarm, CollectorProcessFollowsAProgramThatClosedItsDescriptors) {
+  Pair p = RunBoth({Harm("close_then_threads"), "32", "30"}, kCollectorProcess);
+  ASSERT_EQ(p.plain.result.out, "32 threads ran\n") << Show(p.plain.result);
+  EXPECT_TRUE(NoHarm(p));
+  ASSERT_TRUE(ServedByCollectorProcesses(p, 1));
+  // 32 x 30 ms of CPU at 1000 Hz.
+  EXPECT_GT(p.Samples(Harm("close_then_threads")), 32u * 30 * 8 / 10) << p.Processes();
+  EXPECT_EQ(EndField(p.profile.processes[0]), "exit") << p.Processes();
+}
+
 // A single-threaded program whose signal handler forks while the
 // interrupted code is inside malloc. Under the collector thread the fork
 // hangs (glibc's fork takes malloc's locks in a multi-threaded process, and
