@@ -6,11 +6,15 @@
 // sample the handler committed still in the arena.
 #include "collector/process_collector.h"
 
+#include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -68,9 +72,66 @@ class ProgramMaps : public OutsideMaps {
   uint64_t last_generation_ = 0;
 };
 
-// Whether the program has ended: its pidfd polls readable (a zombie, or
-// reaped); without one (Linux < 5.3), its pid is gone or a zombie.
+// The watcher thread's findings (WatchTheProgram).
+std::atomic<bool> g_watching{false};
+std::atomic<bool> g_program_gone{false};
+std::atomic<int> g_exit_status{-1};  // the zombie's wait status, -1 unknown
+
+// The wait status of zombie `pid` (field 52 of its stat, Linux 3.5; 0 where
+// the reader may not see it), -1 if it cannot be read (reaped already).
+int ZombieExitStatus(pid_t pid) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof(path), "/proc/%d/stat", static_cast<int>(pid));
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  const ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = '\0';
+  const char* p = strrchr(buf, ')');
+  if (p == nullptr || p[1] != ' ' || p[2] != 'Z') return -1;
+  // The space before each field from the state (3rd) on; the exit code is
+  // the 52nd.
+  for (int field = 3; field <= 52 && p != nullptr; ++field) p = strchr(p + 1, ' ');
+  return p != nullptr ? atoi(p + 1) : -1;
+}
+
+// A thread of the helper's own: blocks on the program's pidfd, and at its
+// end reads how it ended from its zombie at once (the program's parent
+// reaps it soon: the loop's next tick came too late) and wakes the loop,
+// which otherwise sleeps until its next tick (up to 75 ms: the helpers of a
+// burst of short processes lived on, counted against RLIMIT_NPROC).
+void* WatchTheProgram(void* arg) {
+  const pid_t pid = static_cast<pid_t>(reinterpret_cast<intptr_t>(arg));
+  pollfd p{kHelperPidFd, POLLIN, 0};
+  while (poll(&p, 1, -1) < 0 && errno == EINTR) {
+  }
+  g_exit_status.store(ZombieExitStatus(pid));
+  g_program_gone.store(true);
+  g_mailbox.Post(0);  // (the program is gone: the words are the helper's alone)
+  return nullptr;
+}
+
+void StartWatching(pid_t pid) {
+  pollfd p{kHelperPidFd, POLLIN, 0};
+  if (poll(&p, 1, 0) < 0 || (p.revents & POLLNVAL)) return;  // no pidfd (Linux < 5.3)
+  pthread_t thread;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&attr, 64 << 10);
+  if (pthread_create(&thread, &attr, WatchTheProgram,
+                     reinterpret_cast<void*>(static_cast<intptr_t>(pid))) == 0) {
+    g_watching.store(true);
+  }
+  pthread_attr_destroy(&attr);
+}
+
+// Whether the program has ended: the watcher saw its pidfd readable (a
+// zombie, or reaped); without one (Linux < 5.3), its pid is gone or a
+// zombie.
 bool ProgramGone(pid_t pid) {
+  if (g_watching.load()) return g_program_gone.load();
   pollfd p{kHelperPidFd, POLLIN, 0};
   const int n = poll(&p, 1, 0);
   if (n >= 0 && !(p.revents & POLLNVAL)) return n > 0;
@@ -108,6 +169,10 @@ std::string EndText(const SessionState& state) {
   if (cause == kEndQuickExit) return "_exit " + std::to_string(state.end_status());
   if (cause == kEndSeccomp) return "seccomp";
   if (cause > 0) return "signal " + std::to_string(cause);
+  // No interposer saw the end: a fatal signal at its default action (no
+  // handler is installed for SIGTERM and SIGINT here), as the zombie said.
+  const int status = g_exit_status.load();
+  if (status > 0 && WIFSIGNALED(status)) return "signal " + std::to_string(WTERMSIG(status));
   return "";
 }
 
@@ -276,6 +341,7 @@ int RunProcessCollector(const CollectorProcessArgs& args) {
   g_mailbox.UseAt(mailbox);
   UseSlotTableAt(slots);
   CountCollectorCpuOfThisThread();
+  StartWatching(args.pid);
   try {
     Loop loop(args);
     return loop.Run();

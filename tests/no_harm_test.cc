@@ -383,8 +383,10 @@ TEST(NoHarm, CollectorProcessLeavesProcSelfTaskToTheProgram) {
 
 // The thread loses what it has not written at a SIGKILL (up to a second:
 // here all 400 ms, the first write being due at 1 s). The helper drains the
-// arena after the death: every committed sample is there, and no END (the
-// cause is unknown), so the reader says the process died.
+// arena after the death: every committed sample is there. Its END says
+// "signal 9" when it read the zombie's exit status before the parent reaped
+// it (a race it usually wins); else there is none, and the reader says the
+// process died.
 TEST(NoHarm, CollectorProcessKeepsTheSamplesOfASigkilledProgram) {
   Pair p = RunBoth({Harm("burn_then_sigkill"), "400"}, kCollectorProcess);
   ASSERT_EQ(p.plain.result.term_signal, SIGKILL) << Show(p.plain.result);
@@ -393,7 +395,8 @@ TEST(NoHarm, CollectorProcessKeepsTheSamplesOfASigkilledProgram) {
   const uint64_t samples = p.Samples(Harm("burn_then_sigkill"));
   EXPECT_GE(samples, 340u) << "400 ms of CPU at 1000 Hz\n" << p.Processes();
   EXPECT_LE(samples, 460u) << p.Processes();
-  EXPECT_EQ(EndField(p.profile.processes[0]), "") << p.Processes();
+  const std::string end = EndField(p.profile.processes[0]);
+  EXPECT_TRUE(end == "signal 9" || end.empty()) << end << "\n" << p.Processes();
 }
 
 // A fork child gets a helper of its own, with its own file; its _exit is
