@@ -218,7 +218,7 @@ class Loop {
       collector_.Drain();
       // The exec's request before the end: a fork child that exec'd (and
       // whose image may be gone already, a /bin/true) leaves no file of its
-      // own, as with the thread (83 of 100 such children left one).
+      // own, as with the thread.
       if (requests & kRequestRearm) ended_for_exec_ = false;  // the exec failed
       const bool exec_end = (requests & kRequestExecEnd) != 0;
       if (exec_end) collector_.SetProcessField("end", "exec");
