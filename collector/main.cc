@@ -1,7 +1,7 @@
 // dlprof-collector: started by libdlprof for a profiled process under
 // DLPROF_COLLECTOR=process (core/collector_process.h), never by a user. The
 // program's arena is fd 3, a pidfd of the program fd 4. Arguments:
-//   --pid=PID --arena-fd=N --run-path=DIR --run-dev=D --run-ino=I
+//   --pid=PID --run-path=DIR --run-dev=D --run-ino=I
 //   --base=ROLE-PID --snapshot-ms=MS --mode=light|detailed --file-at-once=0|1
 //   [--field=KEY=VALUE]...
 // Where an address of the program's arena is taken here, it execs itself
@@ -28,7 +28,6 @@ bool Parse(int argc, char** argv, dlprof::CollectorProcessArgs* a, int* attempt)
   po::options_description options;
   options.add_options()
       ("pid", po::value<pid_t>(&a->pid)->required())
-      ("arena-fd", po::value<int>(&a->arena_fd)->required())
       ("run-path", po::value<std::string>(&a->file.run_path)->required())
       ("run-dev", po::value<unsigned long long>(&dev)->required())
       ("run-ino", po::value<unsigned long long>(&ino)->required())

@@ -20,7 +20,6 @@ namespace dlprof {
 // (core/collector_process.cc builds it).
 struct CollectorProcessArgs {
   pid_t pid = 0;        // the program
-  int arena_fd = -1;    // the arena memfd's number in the program (its exec closes it)
   ProfileFileSpec file;
   int snapshot_ms = 10;
   bool light = true;
@@ -31,6 +30,8 @@ struct CollectorProcessArgs {
 // The helper's descriptors, as core/collector_spawn.h passes them.
 constexpr int kHelperArenaFd = 3;
 constexpr int kHelperPidFd = 4;
+// Fd 5 is the run's collectors lock (DLPROF_COLLECTORS_LOCK), share-locked
+// by the program for the helper: held, never used, until the helper exits.
 
 // Exit status when the program's arena could not be mapped at its
 // addresses here (one of this process's own mappings is there): a new exec

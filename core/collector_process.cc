@@ -141,14 +141,25 @@ bool FindCollectorProgram(std::string* why) {
   return true;
 }
 
+namespace {
+
+// The arguments a process and its fork children share: the run folder, the
+// tick, the mode.
+std::vector<std::string> SharedArgs(const ProfileFileSpec& spec, int snapshot_ms, bool light) {
+  return {*g_program,
+          "--run-path=" + spec.run_path,
+          "--run-dev=" + std::to_string(spec.run_dev),
+          "--run-ino=" + std::to_string(spec.run_ino),
+          "--snapshot-ms=" + std::to_string(snapshot_ms),
+          std::string("--mode=") + (light ? "light" : "detailed")};
+}
+
+}  // namespace
+
 bool StartCollectorProcess(const Collector& c, const ProfileFileSpec& spec, int snapshot_ms,
                            bool light, bool file_at_once, std::string* why) {
   if (g_program == nullptr) {
     *why = "dlprof-collector was not found";
-    return false;
-  }
-  if (const char* adopted = HelperWouldBeOurChild()) {
-    *why = adopted;
     return false;
   }
   const int arena_fd = ArenaSharedFd();
@@ -156,17 +167,10 @@ bool StartCollectorProcess(const Collector& c, const ProfileFileSpec& spec, int 
     *why = "the arena is no longer shared";
     return false;
   }
-  std::vector<std::string> args = {
-      *g_program,
-      "--pid=" + std::to_string(getpid()),
-      "--arena-fd=" + std::to_string(arena_fd),
-      "--run-path=" + spec.run_path,
-      "--run-dev=" + std::to_string(spec.run_dev),
-      "--run-ino=" + std::to_string(spec.run_ino),
-      "--base=" + spec.base,
-      "--snapshot-ms=" + std::to_string(snapshot_ms),
-      std::string("--mode=") + (light ? "light" : "detailed"),
-      std::string("--file-at-once=") + (file_at_once ? "1" : "0")};
+  std::vector<std::string> args = SharedArgs(spec, snapshot_ms, light);
+  args.push_back("--pid=" + std::to_string(getpid()));
+  args.push_back("--base=" + spec.base);
+  args.push_back(std::string("--file-at-once=") + (file_at_once ? "1" : "0"));
   for (const auto& [key, value] : c.process_fields()) args.push_back("--field=" + key + "=" + value);
   std::vector<const char*> argv;
   for (const std::string& a : args) argv.push_back(a.c_str());
@@ -185,19 +189,11 @@ namespace {
 
 // The fork child's arguments (PrepareForkChildArgs): the parent's strings,
 // and fixed buffers the child formats its own values into.
+constexpr int kChildOwnArgs = 7;  // StartCollectorProcessInForkChild's
 constexpr int kMaxArgs = 96;
 std::vector<std::string>* g_child_fixed = nullptr;
 const char* g_child_argv[kMaxArgs];
-char g_child_buffers[10][160];
-
-// `a` then `b` into `out` (size `size`, cut to fit). Returns `out`.
-char* Concat(char* out, size_t size, const char* a, const char* b) {
-  size_t n = 0;
-  for (const char* p = a; *p != '\0' && n + 1 < size; ++p) out[n++] = *p;
-  for (const char* p = b; *p != '\0' && n + 1 < size; ++p) out[n++] = *p;
-  out[n] = '\0';
-  return out;
-}
+char g_child_buffers[kChildOwnArgs][64];
 
 // Writes `prefix` then `value` in decimal into `out` (size `size`): no
 // allocation, no locale. Returns `out`.
@@ -229,16 +225,10 @@ int64_t ClockNs(clockid_t clock) {
 void PrepareForkChildArgs(const Collector& child_fields, const ProfileFileSpec& spec,
                           int snapshot_ms, bool light) {
   if (g_program == nullptr) return;
-  auto* fixed = new std::vector<std::string>{
-      *g_program,
-      "--run-path=" + spec.run_path,
-      "--run-dev=" + std::to_string(spec.run_dev),
-      "--run-ino=" + std::to_string(spec.run_ino),
-      "--snapshot-ms=" + std::to_string(snapshot_ms),
-      std::string("--mode=") + (light ? "light" : "detailed"),
-      "--file-at-once=0",
-      "--field=collector=process",
-      "--field=role=worker"};
+  auto* fixed = new std::vector<std::string>(SharedArgs(spec, snapshot_ms, light));
+  for (const char* a : {"--file-at-once=0", "--field=collector=process", "--field=role=worker"}) {
+    fixed->push_back(a);
+  }
   for (const auto& [key, value] : child_fields.process_fields()) {
     if (key == "pid" || key == "ppid" || key == "role" || key == "worker" || key == "start_ns" ||
         key == "start_unix_ns" || key == "collector") {
@@ -246,8 +236,8 @@ void PrepareForkChildArgs(const Collector& child_fields, const ProfileFileSpec& 
     }
     fixed->push_back("--field=" + key + "=" + value);
   }
-  // (Leaves room for the child's own, below.)
-  if (fixed->size() + 12 > static_cast<size_t>(kMaxArgs)) {
+  // (Leaves room for the child's own and the end.)
+  if (fixed->size() + kChildOwnArgs + 1 > static_cast<size_t>(kMaxArgs)) {
     delete fixed;
     return;
   }
@@ -261,7 +251,7 @@ void PrepareForkChildArgs(const Collector& child_fields, const ProfileFileSpec& 
   g_child_fixed = fixed;
 }
 
-bool StartCollectorProcessInForkChild(int worker, const char* extra_field) {
+bool StartCollectorProcessInForkChild(int worker) {
   if (g_child_fixed == nullptr || HelperWouldBeOurChild() != nullptr) return false;
   const int arena_fd = ArenaSharedFd();
   if (arena_fd < 0) return false;
@@ -270,14 +260,12 @@ bool StartCollectorProcessInForkChild(int worker, const char* extra_field) {
   for (const std::string& a : *g_child_fixed) g_child_argv[n++] = a.c_str();
   auto* b = g_child_buffers;
   g_child_argv[n++] = Format(b[0], sizeof(b[0]), "--pid=", pid);
-  g_child_argv[n++] = Format(b[1], sizeof(b[1]), "--arena-fd=", arena_fd);
-  g_child_argv[n++] = Format(b[2], sizeof(b[2]), "--base=worker-", pid);
-  g_child_argv[n++] = Format(b[3], sizeof(b[3]), "--field=pid=", pid);
-  g_child_argv[n++] = Format(b[4], sizeof(b[4]), "--field=ppid=", getppid());
-  g_child_argv[n++] = Format(b[5], sizeof(b[5]), "--field=worker=", worker);
-  g_child_argv[n++] = Format(b[6], sizeof(b[6]), "--field=start_ns=", ClockNs(CLOCK_MONOTONIC));
-  g_child_argv[n++] = Format(b[7], sizeof(b[7]), "--field=start_unix_ns=", ClockNs(CLOCK_REALTIME));
-  if (extra_field != nullptr) g_child_argv[n++] = Concat(b[8], sizeof(b[8]), "--field=", extra_field);
+  g_child_argv[n++] = Format(b[1], sizeof(b[1]), "--base=worker-", pid);
+  g_child_argv[n++] = Format(b[2], sizeof(b[2]), "--field=pid=", pid);
+  g_child_argv[n++] = Format(b[3], sizeof(b[3]), "--field=ppid=", getppid());
+  g_child_argv[n++] = Format(b[4], sizeof(b[4]), "--field=worker=", worker);
+  g_child_argv[n++] = Format(b[5], sizeof(b[5]), "--field=start_ns=", ClockNs(CLOCK_MONOTONIC));
+  g_child_argv[n++] = Format(b[6], sizeof(b[6]), "--field=start_unix_ns=", ClockNs(CLOCK_REALTIME));
   g_child_argv[n] = nullptr;
   if (SpawnHelper(g_child_argv, arena_fd, g_lock_path, nullptr) < 0) {
     return false;

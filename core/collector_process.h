@@ -33,11 +33,12 @@ bool FindCollectorProgram(std::string* why);
 
 // Starts the helper for this process, which makes its file at `spec` with
 // `c`'s process fields. False with *why when it cannot be started (the
-// caller starts the thread). Not signal-safe; safe in a fork child (no
-// lock of the loader's or of another thread's).
+// caller starts the thread). The caller asks HelperWouldBeOurChild first.
+// Not signal-safe; safe in a fork child (no lock of the loader's or of
+// another thread's).
 // `file_at_once`: the helper makes the file before its first tick (a
 // process's start: one that execs at once still leaves its file, as with
-// the thread); else at its first tick (a fork child: one that execs first,
+// the thread); else 50 ms into its life (a fork child: one that execs first,
 // as a shell's children do, leaves none).
 bool StartCollectorProcess(const Collector& c, const ProfileFileSpec& spec, int snapshot_ms,
                            bool light, bool file_at_once, std::string* why);
@@ -50,13 +51,14 @@ bool StartCollectorProcess(const Collector& c, const ProfileFileSpec& spec, int 
 void PrepareForkChildArgs(const Collector& child_fields, const ProfileFileSpec& spec,
                           int snapshot_ms, bool light);
 // In a fork child: starts its helper with the prepared arguments and its
-// own pid, ppid, start time, role "worker" and `worker` id, plus
-// `extra_field` ("key=value", or nullptr). Allocates nothing: a fork made
+// own pid, ppid, start time, role "worker" and `worker` id (a child with a
+// fact of its own to record, such as a loader lock held at the fork, takes
+// the allocating way). Allocates nothing: a fork made
 // from a signal handler that interrupted malloc leaves the child's heap
 // mid-operation (the child of a single-threaded program gets no lock reset).
 // False when nothing was prepared or the spawn failed: then the caller
 // takes the allocating way.
-bool StartCollectorProcessInForkChild(int worker, const char* extra_field);
+bool StartCollectorProcessInForkChild(int worker);
 
 // Whether this process's collector is the helper (it was started).
 bool CollectorIsProcess();

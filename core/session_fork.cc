@@ -163,7 +163,6 @@ void ResetInForkChild() {
   ForgetCollectorProcess();  // the parent's helper serves the parent
   g_mailbox.ResetInForkChild();  // the parent's requests, not ours
   if (!g_state.recording()) return;
-  G->sampling_off_recorded = false;
   Collector* parent_collector = g_collector;  // the parent's; leaked on purpose
   if (parent_collector != nullptr) parent_collector->Abandon();
   g_collector = nullptr;
@@ -224,7 +223,7 @@ void ResetInForkChild() {
   // child has a fact of its own to record, the allocating way.
   if (G->collector_process && !loader_held && !g_fence_timed_out) {
     if (self != nullptr && Armed()) ArmSlot(self);
-    if (StartCollectorProcessInForkChild(G->worker, nullptr)) return;
+    if (StartCollectorProcessInForkChild(G->worker)) return;
     g_collector = NewCollector();
     StartCollector(/*fork_child=*/true);
     return;
