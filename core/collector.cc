@@ -220,11 +220,13 @@ void Collector::ReadFromOutside(pid_t pid, OutsideMaps* maps) {
 }
 
 // The thread's CPU time: its clock inside the process, its schedstat from
-// outside. -1 when the thread is gone.
-int64_t Collector::ThreadCpuTime(pid_t tid) const {
+// outside, which gives its run delay in the same read (*run_delay; left
+// alone inside). -1 when the thread is gone.
+int64_t Collector::ThreadCpuTime(pid_t tid, int64_t* run_delay) const {
   if (outside_pid_ != 0) {
     int64_t cpu = -1;
-    return RunDelay(outside_pid_, tid, &cpu) >= 0 ? cpu : -1;
+    *run_delay = RunDelay(outside_pid_, tid, &cpu);
+    return *run_delay >= 0 ? cpu : -1;
   }
   timespec ts;
   if (clock_gettime(ThreadCpuClock(tid), &ts) != 0) return -1;
@@ -637,12 +639,15 @@ bool Collector::SnapshotTick(int64_t now) {
     ThreadSlot* s = SlotAt(i);
     if (s->state.load(std::memory_order_acquire) != kSlotLive) continue;
     const pid_t tid = s->tid.load(std::memory_order_relaxed);
-    const int64_t cpu = ThreadCpuTime(tid);
+    int64_t outside_delay = -1;
+    const int64_t cpu = ThreadCpuTime(tid, &outside_delay);
     if (cpu < 0) continue;
+    // The run delay now: from outside, read with the CPU time already.
+    auto run_delay = [&] { return outside_pid_ != 0 ? outside_delay : ReadRunDelay(tid); };
     if (s->last_cpu_ns < 0) {  // first sight: a baseline only
       s->last_cpu_ns = cpu;
       s->last_wall_ns = now;
-      s->last_run_delay_ns = ReadRunDelay(tid);
+      s->last_run_delay_ns = run_delay();
       s->last_stage_exits = s->stage_exits.load(std::memory_order_relaxed);
       moved = true;
       continue;
@@ -673,7 +678,7 @@ bool Collector::SnapshotTick(int64_t now) {
         state = s->blocked_state;  // and the stack it was walked in
         stack = s->blocked_stack;
       } else {
-        const int64_t delay = ReadRunDelay(tid);
+        const int64_t delay = run_delay();
         const int64_t last = s->last_run_delay_ns;
         if (delay >= 0 && s->run_delay_stale) {
           // Not read since ticks it ran almost whole: what the delay grew by

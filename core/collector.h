@@ -152,7 +152,7 @@ class Collector {
                        bool* rewalk);
   // The thread's run_delay (schedstat), -1 if unreadable.
   int64_t ReadRunDelay(pid_t tid);
-  int64_t ThreadCpuTime(pid_t tid) const;
+  int64_t ThreadCpuTime(pid_t tid, int64_t* run_delay) const;
   pid_t outside_pid_ = 0;  // ReadFromOutside
   OutsideMaps* outside_maps_ = nullptr;
   // Records in the PROCESS chunk whether run_delay can be read ("run_delay").
