@@ -10,24 +10,23 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <functional>
+#include <algorithm>
 #include <new>
-#include <utility>
 #include <string>
+#include <utility>
 
 #include "core/annotations.h"
 #include "core/collector.h"
 #include "core/proc_maps.h"
 #include "core/remote_maps.h"
-#include "core/safe_load.h"
 #include "core/session_state.h"
 #include "core/shared_arena.h"
 #include "core/thread_registry.h"
@@ -212,8 +211,9 @@ class Loop {
       const uint64_t requested = g_mailbox.flush_requested();
       const uint32_t requests = g_mailbox.Take();
       now = MonotonicNs();
-      if (requests & kRequestWorker) TakeWorker();
-      RecordSamplingOff();
+      int worker;
+      if ((requests & kRequestWorker) && g_mailbox.TakeWorker(&worker)) collector_.NoteWorker(worker);
+      collector_.NoteSamplingOff(g_state);
       if (!gone) schedule.Ticked(collector_.SnapshotTick(now));
       collector_.Drain();
       // The exec's request before the end: a fork child that exec'd (and
@@ -270,21 +270,6 @@ class Loop {
     }
   }
 
-  void TakeWorker() {
-    int id;
-    if (!g_mailbox.TakeWorker(&id)) return;
-    collector_.SetProcessField("worker", std::to_string(id));
-    collector_.SetProcessField("role", "worker");
-  }
-
-  void RecordSamplingOff() {
-    const int reason = g_state.off_reason();
-    if (reason == kSamplingOn || reason == kOutputFailed || sampling_off_recorded_) return;
-    sampling_off_recorded_ = true;
-    collector_.SetProcessField("cpu_sampling", OffReasonText(reason));
-    collector_.SetProcessField("cpu_sampling_off_ns", std::to_string(g_state.off_ns()));
-  }
-
   bool EnsureFile() {
     if (!collector_.file_pending()) return true;
     std::string error;
@@ -320,7 +305,6 @@ class Loop {
   ProgramMaps maps_;
   Collector collector_;
   bool tables_used_ = false;
-  bool sampling_off_recorded_ = false;
   bool ended_for_exec_ = false;
 };
 

@@ -445,6 +445,19 @@ int Collector::OpenForAppend() {
   return fd;
 }
 
+void Collector::NoteSamplingOff(const SessionState& state) {
+  const int reason = state.off_reason();
+  if (reason == kSamplingOn || reason == kOutputFailed || sampling_off_noted_) return;
+  sampling_off_noted_ = true;
+  SetProcessField("cpu_sampling", OffReasonText(reason));
+  SetProcessField("cpu_sampling_off_ns", std::to_string(state.off_ns()));
+}
+
+void Collector::NoteWorker(int id) {
+  SetProcessField("worker", std::to_string(id));
+  SetProcessField("role", "worker");
+}
+
 void Collector::SetProcessField(const std::string& key, const std::string& value) {
   auto& slot = process_fields_[key];
   if (slot != value) {

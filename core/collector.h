@@ -20,6 +20,7 @@
 #include "core/annotations.h"
 #include "core/proc_maps.h"
 #include "core/python_codes.h"
+#include "core/session_state.h"
 #include "core/signal_handler.h"
 #include "core/thread_registry.h"
 
@@ -69,6 +70,11 @@ class Collector {
   // Process facts for the PROCESS chunk (written at the next Flush).
   void SetProcessField(const std::string& key, const std::string& value);
   const std::map<std::string, std::string>& process_fields() const { return process_fields_; }
+  // Why and since when CPU sampling is off for good, as `state` says, once
+  // (nothing while it is on, or when the output itself failed).
+  void NoteSamplingOff(const SessionState& state);
+  // dlprof_set_worker's id: the process is that worker.
+  void NoteWorker(int id);
   // Writes the PROCESS chunk now (one small write): a process that dies or
   // execs before its first flush still says who it was.
   bool WriteProcessChunk();
@@ -173,6 +179,7 @@ class Collector {
   ino_t file_ino_ = 0;
   std::string name_, path_;
   bool failed_ = false;
+  bool sampling_off_noted_ = false;
   uint64_t bytes_written_ = 0;
   uint64_t samples_total_ = 0;
 

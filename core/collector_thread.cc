@@ -350,13 +350,7 @@ void* CollectorMain(void*) {
 
 }  // namespace
 
-void RecordSamplingOff(Collector* c) {
-  const int reason = g_state.off_reason();
-  if (reason == kSamplingOn || reason == kOutputFailed || G->sampling_off_recorded) return;
-  G->sampling_off_recorded = true;
-  c->SetProcessField("cpu_sampling", OffReasonText(reason));
-  c->SetProcessField("cpu_sampling_off_ns", std::to_string(g_state.off_ns()));
-}
+void RecordSamplingOff(Collector* c) { c->NoteSamplingOff(g_state); }
 
 // Records a pending dlprof_set_worker in the profile. Collector lock held.
 void ApplyPendingWorker(Collector* c) {
@@ -364,8 +358,7 @@ void ApplyPendingWorker(Collector* c) {
   if (!g_mailbox.TakeWorker(&id)) return;
   G->worker = id;
   G->role = "worker";
-  c->SetProcessField("worker", std::to_string(id));
-  c->SetProcessField("role", "worker");
+  c->NoteWorker(id);
 }
 
 // What the unwinder has to say of its state (the cfi tables' sizes and

@@ -50,10 +50,8 @@ struct SessionGlobals {
   int worker = -1;
   int fork_seq = 0;  // in a child: its fork order among its parent's children
   int forks = 0;     // children forked so far
-  // Under the collector lock: the baseline's end is still to be written
-  // down, and "sampling is off" already is.
+  // Under the collector lock: the baseline's end is still to be written down.
   bool waiting_for_baseline = false;
-  bool sampling_off_recorded = false;
   // libdlprof came after libc (dlopen): _exit is not seen, so the collector
   // writes at every tick instead of once a second.
   bool write_every_tick = false;
