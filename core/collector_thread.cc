@@ -270,16 +270,11 @@ void* CollectorMain(void*) {
       }
       if (requests & kRequestRearm) {  // an exec failed: sample again
         ended_for_exec = false;
-        if (G->timer != nullptr && G->timer->SurvivesExec()) {
-          std::string error;
-          G->timer->Start(kProfilingSignal, G->config.hz, &error);
-        }
-        ArmAllLiveThreads();
+        RearmAfterFailedExec();
       }
       const bool exec_end = (requests & kRequestExecEnd) != 0;
       if (exec_end) {
-        DisarmAllLiveThreads();
-        if (G->timer->SurvivesExec()) G->timer->Stop();  // it would kill the new image
+        DisarmForExec();
         NoteUnwinderState(g_collector);
         g_collector->SetProcessField("end", "exec");
       }

@@ -352,12 +352,9 @@ std::atomic<bool> g_sigprof_ignored_for_exec{false};
 
 void BeforeExec() {
   if (!OwnSession()) return;
-  if (CollectorIsProcess()) {
-    // The helper cannot touch the timers: they are disarmed here, and it
-    // writes the END "exec" once the image is gone (no wait).
-    DisarmAllLiveThreads();
-    if (G->timer->SurvivesExec()) G->timer->Stop();  // it would kill the new image
-  }
+  // The helper cannot touch the timers: they are disarmed here, and it
+  // writes the END "exec" once the image is gone (no wait).
+  if (CollectorIsProcess()) DisarmForExec();
   g_mailbox.Post(kRequestExecEnd);
   if (!CollectorIsProcess()) RequestFlush(1000);
   // Every timer is disarmed now (or the collector is gone): what is still
@@ -371,13 +368,7 @@ void AfterFailedExec() {
   // Even when the END was not confirmed in time: the collector may have
   // written it since, and writes nothing more until this.
   g_mailbox.Post(kRequestRearm);
-  if (CollectorIsProcess()) {
-    if (G->timer->SurvivesExec()) {
-      std::string error;
-      G->timer->Start(kProfilingSignal, G->config.hz, &error);
-    }
-    ArmAllLiveThreads();
-  }
+  if (CollectorIsProcess()) RearmAfterFailedExec();
 }
 
 namespace {

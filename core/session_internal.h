@@ -125,6 +125,12 @@ void ArmAllLiveThreads();
 // Disarms every thread; when the timer lock cannot be taken (a signal handler
 // interrupted this thread inside ArmSlot), asks the collector to.
 void DisarmAllLiveThreads();
+// Before an exec: every thread disarmed, and a timer that survives exec
+// (setitimer) stopped, or it would kill the new image. After a failed exec,
+// the other way round. The collector thread does it when it serves the
+// exec's request; with the collector process, the exec'ing thread itself.
+void DisarmForExec();
+void RearmAfterFailedExec();
 // A process-wide timer (setitimer) is not stopped by disarming threads.
 void StopProcessTimer();
 // Switches CPU sampling off for good (the phase steps aside; first reason

@@ -232,6 +232,19 @@ void DisarmAllLiveThreads() {
   }
 }
 
+void DisarmForExec() {
+  DisarmAllLiveThreads();
+  if (G->timer->SurvivesExec()) G->timer->Stop();  // it would kill the new image
+}
+
+void RearmAfterFailedExec() {
+  if (G->timer != nullptr && G->timer->SurvivesExec()) {
+    std::string error;
+    G->timer->Start(kProfilingSignal, G->config.hz, &error);
+  }
+  ArmAllLiveThreads();
+}
+
 // A process-wide timer (setitimer) is not stopped by disarming threads.
 // (Its Stop() leaves an interval the program set itself alone.)
 void StopProcessTimer() {
