@@ -15,6 +15,27 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 failed=()
+# What each failed test printed, shown again at the very end: CI keeps only
+# the tail of the output, and the failures are far above it.
+failure_notes=$(mktemp)
+trap 'rm -f "$failure_notes"' EXIT
+# Appends the output of the tests that failed in ctest's last run in build
+# folder $1 (pass $2) to $failure_notes: the test's name, then its last 40
+# lines without gtest's boilerplate. Call it only after a failed ctest:
+# ctest leaves an older LastTestsFailed.log in place when all pass.
+note_failures() {
+  local dir=$1/Testing/Temporary pass=$2 name
+  [[ -s $dir/LastTestsFailed.log ]] || return 0
+  while IFS= read -r name; do
+    name=${name#*:}
+    {
+      echo "=== $pass: $name"
+      awk -v t="Test: $name" 'index($0, t) && $0 ~ /^[0-9]+\/[0-9]+ Test: / && substr($0, index($0, t)) == t {p = 1; next}
+        p && /^<end of output>/ {exit}
+        p' "$dir/LastTest.log" | grep -v -E '^(\[ +(RUN|OK) +\]|\[(=+|-+)\]|Running main|Note: Google Test filter|Directory: |Output:$|-+$|$)' | tail -n 40
+    } >>"$failure_notes"
+  done <"$dir/LastTestsFailed.log"
+}
 start=$SECONDS
 scripts/setup.sh
 echo "test: setup: $((SECONDS - start)) s" >&2
@@ -23,7 +44,10 @@ scripts/build.sh
 echo "test: build: $((SECONDS - start)) s" >&2
 build_dir=${DLPROF_BUILD_DIR:-build}
 start=$SECONDS
-ctest --test-dir "$build_dir" -j "$(nproc)" --output-on-failure --timeout 300 || failed+=(tests)
+if ! ctest --test-dir "$build_dir" -j "$(nproc)" --output-on-failure --timeout 300; then
+  failed+=(tests)
+  note_failures "$build_dir" tests
+fi
 echo "test: suite: $((SECONDS - start)) s" >&2
 
 # Runs the suite in build folder $2 built with sanitizers $1. Every process
@@ -60,13 +84,19 @@ run_sanitized() {
   local status=0
   echo "test: $sanitize: not run here: $excluded${settings:+; with $settings}" >&2
   # shellcheck disable=SC2086 # $settings is a list of words on purpose
-  env $settings ctest --test-dir "$dir" -j "$(nproc)" --output-on-failure --timeout 600 \
-    -E "($excluded)|($sanitized_serial)" || status=$?
+  if ! env $settings ctest --test-dir "$dir" -j "$(nproc)" --output-on-failure --timeout 600 \
+    -E "($excluded)|($sanitized_serial)"; then
+    status=1
+    note_failures "$dir" "$sanitize"
+  fi
   # (Only if some are left: the TSan pass excludes the scenarios.)
   if ctest --test-dir "$dir" -N -R "$sanitized_serial" -E "$excluded" | grep -q 'Total Tests: [1-9]'; then
     # shellcheck disable=SC2086
-    env $settings ctest --test-dir "$dir" -j 1 --output-on-failure --timeout 600 \
-      -R "$sanitized_serial" -E "$excluded" || status=$?
+    if ! env $settings ctest --test-dir "$dir" -j 1 --output-on-failure --timeout 600 \
+      -R "$sanitized_serial" -E "$excluded"; then
+      status=1
+      note_failures "$dir" "$sanitize (one at a time)"
+    fi
   fi
   unset ASAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS
   if compgen -G "$logs/report*" >/dev/null; then
@@ -203,6 +233,10 @@ if [[ $fuzz_seconds != 0 ]]; then
   echo "test: fuzz (build and ${fuzz_seconds} s per target): $((SECONDS - start)) s" >&2
 fi
 if ((${#failed[@]})); then
+  if [[ -s $failure_notes ]]; then
+    echo "test: what the failed tests printed (last 40 lines each):" >&2
+    cat "$failure_notes" >&2
+  fi
   echo "test: FAILED: ${failed[*]}" >&2
   exit 1
 fi
