@@ -2,9 +2,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 #include <utility>
 
-#include "core/safe_load.h"
+#include "core/python_frames.h"
 
 namespace dlprof {
 namespace {
@@ -130,13 +131,32 @@ void ParseLnotab310(const uint8_t* p, size_t n, int first_line,
 
 }  // namespace
 
+const MemoryView& PythonCodeReader::OwnMemoryView() {
+  // Never destroyed: the collector thread may read during the exit handlers.
+  alignas(OwnMemory) static unsigned char storage[sizeof(OwnMemory)];
+  static const OwnMemory* own = new (storage) OwnMemory();
+  return *own;
+}
+
+uint64_t PythonCodeReader::Identity(uintptr_t code) const {
+  const uint32_t name =
+      layout_.code_qualname != kNoOffset ? layout_.code_qualname : layout_.code_name;
+  uintptr_t qualname, filename;
+  uint32_t first_line;
+  if (!memory_.Ptr(code + name, &qualname) || !memory_.Ptr(code + layout_.code_filename, &filename) ||
+      !memory_.U32(code + layout_.code_firstlineno, &first_line)) {
+    return 0;
+  }
+  return MixPyCodeIdentity(qualname, filename, first_line);
+}
+
 bool PythonCodeReader::LooksAlive(uintptr_t object, uintptr_t type) const {
   uint64_t refcnt;
   uintptr_t actual;
   // 2^33: far above any real count, and the immortal counts of 3.12 (2^30-1)
   // and 3.13 (2^32-1); far below a heap address in a free-list link.
-  return SafeLoadU64(object, &refcnt) && refcnt >= 1 && refcnt <= (1ull << 33) &&
-         SafeLoadPtr(object + layout_.object_type, &actual) && actual == type;
+  return memory_.U64(object, &refcnt) && refcnt >= 1 && refcnt <= (1ull << 33) &&
+         memory_.Ptr(object + layout_.object_type, &actual) && actual == type;
 }
 
 bool PythonCodeReader::ReadString(uintptr_t unicode, std::string* out) const {
@@ -145,8 +165,8 @@ bool PythonCodeReader::ReadString(uintptr_t unicode, std::string* out) const {
   if (unicode_type_ != 0 && !LooksAlive(unicode, unicode_type_)) return false;
   uint64_t length;
   uint32_t state;
-  if (!SafeLoadU64(unicode + layout_.unicode_length, &length) ||
-      !SafeLoadU32(unicode + layout_.unicode_state, &state)) {
+  if (!memory_.U64(unicode + layout_.unicode_length, &length) ||
+      !memory_.U32(unicode + layout_.unicode_state, &state)) {
     return false;
   }
   if (static_cast<int64_t>(length) < 0) return false;
@@ -163,7 +183,7 @@ bool PythonCodeReader::ReadString(uintptr_t unicode, std::string* out) const {
   // kMaxStringBytes of them can be kept.
   const size_t count = std::min<uint64_t>(length, kMaxStringBytes);
   uint8_t chars[kMaxStringBytes * 4];
-  if (!SafeCopy(data, chars, count * kind)) return false;
+  if (!memory_.Copy(data, chars, count * kind)) return false;
   for (size_t i = 0; i < count; ++i) {
     uint32_t cp;
     if (kind == 1) {
@@ -214,10 +234,10 @@ bool PythonCodeReader::ReadInto(uintptr_t code, PyCodeInfo* out) const {
       layout_.code_qualname != kNoOffset ? layout_.code_qualname : layout_.code_name;
   uintptr_t table;
   uint32_t first_line;
-  if (!SafeLoadPtr(code + name_offset, &out->qualname_object) ||
-      !SafeLoadPtr(code + layout_.code_filename, &out->filename_object) ||
-      !SafeLoadPtr(code + layout_.code_linetable, &table) ||
-      !SafeLoadU32(code + layout_.code_firstlineno, &first_line)) {
+  if (!memory_.Ptr(code + name_offset, &out->qualname_object) ||
+      !memory_.Ptr(code + layout_.code_filename, &out->filename_object) ||
+      !memory_.Ptr(code + layout_.code_linetable, &table) ||
+      !memory_.U32(code + layout_.code_firstlineno, &first_line)) {
     return false;
   }
   out->first_line = static_cast<int32_t>(first_line);
@@ -228,12 +248,12 @@ bool PythonCodeReader::ReadInto(uintptr_t code, PyCodeInfo* out) const {
 
   uint64_t size;
   if (table == 0 || table % alignof(void*) != 0 ||
-      !SafeLoadU64(table + layout_.varobject_size, &size) || static_cast<int64_t>(size) < 0) {
+      !memory_.U64(table + layout_.varobject_size, &size) || static_cast<int64_t>(size) < 0) {
     return false;
   }
   // A longer table is cut: its later instructions then get first_line.
   std::vector<uint8_t> bytes(std::min<uint64_t>(size, kMaxLineTable));
-  if (!SafeCopy(table + layout_.bytes_data, bytes.data(), bytes.size())) return false;
+  if (!memory_.Copy(table + layout_.bytes_data, bytes.data(), bytes.size())) return false;
   switch (layout_.line_table) {
     case PyLineTable::kLocations311:
       ParseLocations311(bytes.data(), bytes.size(), out->first_line, &out->lines);
@@ -257,10 +277,10 @@ bool PythonCodeReader::StillSame(uintptr_t code, const PyCodeInfo& info) const {
       layout_.code_qualname != kNoOffset ? layout_.code_qualname : layout_.code_name;
   uintptr_t name, filename;
   uint32_t first_line;
-  return SafeLoadPtr(code + name_offset, &name) && name == info.qualname_object &&
-         SafeLoadPtr(code + layout_.code_filename, &filename) &&
+  return memory_.Ptr(code + name_offset, &name) && name == info.qualname_object &&
+         memory_.Ptr(code + layout_.code_filename, &filename) &&
          filename == info.filename_object &&
-         SafeLoadU32(code + layout_.code_firstlineno, &first_line) &&
+         memory_.U32(code + layout_.code_firstlineno, &first_line) &&
          static_cast<int32_t>(first_line) == info.first_line;
 }
 

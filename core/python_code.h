@@ -1,7 +1,8 @@
-// What a CPython code object says about itself, read off the signal path (by
-// the collector, in the profiled process) with fault-safe loads
-// (core/safe_load.h): a code object freed since the sample, or a pointer that
-// is not a code object, gives false, never a fault or garbage text.
+// What a CPython code object says about itself, read off the signal path by
+// the collector: in the profiled process with fault-safe loads
+// (core/safe_load.h), or from the collector process with process_vm_readv
+// (core/memory_view.h). A code object freed since the sample, or a pointer
+// that is not a code object, gives false, never a fault or garbage text.
 #ifndef DLPROF_CORE_PYTHON_CODE_H_
 #define DLPROF_CORE_PYTHON_CODE_H_
 
@@ -9,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/memory_view.h"
 #include "core/python_layout.h"
 
 namespace dlprof {
@@ -35,8 +37,15 @@ class PythonCodeReader {
   // whose memory was not reused keeps its type and fields, but not its count:
   // pymalloc puts its free-list link there (and glibc's tcache overwrites the
   // type), so a freed code object is not read, nor a freed name after it.
-  PythonCodeReader(const PythonLayout& layout, uintptr_t code_type, uintptr_t unicode_type = 0)
-      : layout_(layout), code_type_(code_type), unicode_type_(unicode_type) {}
+  // `memory`: where the objects are read (by default this process's own, by
+  // SafeLoads: the caller opens the fault handler for them, as
+  // MemoryView::BeginReads does). It must outlive the reader.
+  PythonCodeReader(const PythonLayout& layout, uintptr_t code_type, uintptr_t unicode_type = 0,
+                   const MemoryView& memory = OwnMemoryView())
+      : layout_(layout), code_type_(code_type), unicode_type_(unicode_type), memory_(memory) {}
+
+  // This process's memory, the readers' default.
+  static const MemoryView& OwnMemoryView();
 
   // Reads the code object at `code`: names (UTF-8, at most 1 KiB each),
   // first line and line table (at most 64 KiB). False when `code` is not a
@@ -48,8 +57,12 @@ class PythonCodeReader {
   // hold another. Read() ends with it, after the names.
   bool StillSame(uintptr_t code, const PyCodeInfo& info) const;
 
+  // PyCodeIdentity's value (core/python_frames.h) of the code object at
+  // `code`, read through this reader's memory; 0 when it cannot be read.
+  uint64_t Identity(uintptr_t code) const;
+
   // Whether `code` is aligned, of the code type and with a live reference
-  // count (SafeLoads: the caller opens them).
+  // count.
   bool LooksLikeLiveCode(uintptr_t code) const {
     return code != 0 && code % alignof(void*) == 0 &&
            (code_type_ == 0 || LooksAlive(code, code_type_));
@@ -67,6 +80,7 @@ class PythonCodeReader {
   const PythonLayout& layout_;
   uintptr_t code_type_;
   uintptr_t unicode_type_;
+  const MemoryView& memory_;
 };
 
 }  // namespace dlprof

@@ -4,7 +4,6 @@
 
 #include <climits>
 
-#include "core/fault_handler.h"
 #include "core/python_codes_seen.h"
 #include "core/python_exec_notes.h"
 #include "core/signal_handler.h"
@@ -43,12 +42,11 @@ uint64_t PythonCodeTable::FrameWord(const PythonRuntime& py, uint64_t code_word,
     // Not seen, or another object was there when it was read: read it now,
     // and keep it only if it is still the one the sample saw.
     Entry e;
-    PythonCodeReader reader(*py.layout, py.code_type, py.unicode_type);
-    // SafeLoads, on the collector (which blocks every signal).
-    OpenFaultsForSafeLoads();
-    const bool same = identity != 0 && reader.Read(code, &e.info) &&
-                      PyCodeIdentity(code, *py.layout) == identity;
-    CloseFaultsForSafeLoads(FaultsReturnTo::kProcess);
+    PythonCodeReader reader(*py.layout, py.code_type, py.unicode_type, *memory_);
+    memory_->BeginReads();
+    const bool same =
+        identity != 0 && reader.Read(code, &e.info) && reader.Identity(code) == identity;
+    memory_->EndReads();
     if (same) {
       if (by_address_.size() >= kMaxEntries) by_address_.clear();
       e.identity = identity;
@@ -86,12 +84,12 @@ void PythonCodeTable::TakeExecNotes(const PythonRuntime& py, int64_t now_ns) {
   constexpr int64_t kPruneEveryNs = 1000000000, kKeepNs = 2000000000;
   if (now_ns - last_prune_ns_ < kPruneEveryNs) return;
   last_prune_ns_ = now_ns;
-  PythonCodeReader reader(*py.layout, py.code_type, py.unicode_type);
-  OpenFaultsForSafeLoads();  // on the collector, which blocks every signal
+  PythonCodeReader reader(*py.layout, py.code_type, py.unicode_type, *memory_);
+  memory_->BeginReads();
   notes_.Prune(now_ns, kKeepNs, [&](uintptr_t code, uint64_t identity) {
-    return reader.LooksLikeLiveCode(code) && PyCodeIdentity(code, *py.layout) == identity;
+    return reader.LooksLikeLiveCode(code) && reader.Identity(code) == identity;
   });
-  CloseFaultsForSafeLoads(FaultsReturnTo::kProcess);
+  memory_->EndReads();
 }
 
 bool PythonCodeTable::TakeChunk(std::string* payload) {

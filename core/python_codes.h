@@ -3,7 +3,8 @@
 // DLPROF_CHUNK_PY_CODES chunk (qualname, file, first line), and each frame a
 // stack word with its line (include/dlprof/format.h). Read while the code
 // object still exists: the collector drains rings every few tens of ms.
-// Not signal-safe; the collector thread only.
+// Not signal-safe; the collector only (the thread, or the collector process
+// reading the program's memory from outside: SetMemory).
 #ifndef DLPROF_CORE_PYTHON_CODES_H_
 #define DLPROF_CORE_PYTHON_CODES_H_
 
@@ -38,6 +39,11 @@ class PythonCodeTable {
   // for a while (collector ticks).
   void TakeExecNotes(const PythonRuntime& py, int64_t now_ns);
 
+  // Where code objects are read: this process's own memory (the default),
+  // or the program's from the collector process (core/memory_view.h).
+  // `memory` outlives the table.
+  void SetMemory(const MemoryView* memory) { memory_ = memory; }
+
   // The hook's notes, for tests.
   ExecNoteIndex& exec_notes() { return notes_; }
 
@@ -68,6 +74,7 @@ class PythonCodeTable {
   uint64_t named_by_notes_ = 0;
   ExecNoteIndex notes_;
   int64_t last_prune_ns_ = 0;
+  const MemoryView* memory_ = &PythonCodeReader::OwnMemoryView();
 };
 
 }  // namespace dlprof

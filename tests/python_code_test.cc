@@ -11,6 +11,7 @@
 #endif
 
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,6 +21,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/memory_view.h"
 #include "core/python_code.h"
 #include "core/safe_load.h"
 
@@ -269,6 +271,65 @@ TEST_F(PythonCodeTest, NamesAndFirstLinesAreCPythons) {
   EXPECT_EQ(Eval("{(b >> 3) & 15 for b in many.__code__.co_linetable if b & 128} >= "
                  "{0, 1, 2, 3, 10, 11, 12, 14, 15}"),
             Py_True);
+}
+
+// The collector process reads the same objects from outside
+// (process_vm_readv, core/memory_view.h): a fork child of this test holds
+// them at the same addresses, and the reader gets from it what it gets
+// here; once the child is gone, nothing, and no fault.
+TEST_F(PythonCodeTest, ReadFromAnotherProcessTheyAreTheSame) {
+  const char* exprs[] = {"Outer.Inner.method", "inner", "many", "関数", "𠀀"};
+  std::vector<uintptr_t> codes;
+  for (const char* e : exprs) {
+    PyObject* code = CodeObject(e);
+    ASSERT_NE(code, nullptr) << e;
+    codes.push_back(Address(code));
+  }
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t child = fork();
+  if (child == 0) {
+    close(ready[0]);
+    char c = 1;
+    if (write(ready[1], &c, 1) != 1) _exit(1);
+    pause();  // until the test kills it
+    _exit(0);
+  }
+  ASSERT_GT(child, 0);
+  close(ready[1]);
+  char c;
+  ASSERT_EQ(read(ready[0], &c, 1), 1);
+  close(ready[0]);
+  const ProcessMemory theirs(child);
+  const PythonCodeReader outside(layout(), reinterpret_cast<uintptr_t>(&PyCode_Type),
+                                 reinterpret_cast<uintptr_t>(&PyUnicode_Type), theirs);
+  for (size_t i = 0; i < codes.size(); ++i) {
+    SCOPED_TRACE(exprs[i]);
+    PyCodeInfo here, there;
+    ASSERT_TRUE(Checked().Read(codes[i], &here));
+    ASSERT_TRUE(outside.Read(codes[i], &there)) << "errno " << theirs.last_error();
+    EXPECT_EQ(there.qualname, here.qualname);
+    EXPECT_EQ(there.filename, here.filename);
+    EXPECT_EQ(there.first_line, here.first_line);
+    ASSERT_EQ(there.lines.size(), here.lines.size());
+    for (size_t r = 0; r < here.lines.size(); ++r) {
+      EXPECT_EQ(there.lines[r].start, here.lines[r].start);
+      EXPECT_EQ(there.lines[r].line, here.lines[r].line);
+    }
+    EXPECT_EQ(outside.Identity(codes[i]), PyCodeIdentity(codes[i], layout()));
+    EXPECT_NE(outside.Identity(codes[i]), 0u);
+  }
+  // Not a code object there: its type does not match.
+  PyCodeInfo scratch;
+  EXPECT_FALSE(outside.Read(reinterpret_cast<uintptr_t>(Globals()), &scratch));
+  // Unmapped there.
+  PyCodeInfo none;
+  EXPECT_FALSE(outside.Read(16, &none));
+  EXPECT_EQ(theirs.refused(), 0u);
+  kill(child, SIGKILL);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_FALSE(outside.Read(codes[0], &none)) << "read a process that is gone";
 }
 
 // A name that cannot be a qualified name is not used: under ASan one was a

@@ -1,0 +1,64 @@
+// Where the collector reads another runtime's objects (CPython's code
+// objects and strings) from: this process's own memory through fault-safe
+// loads (the collector thread), or the profiled program's through
+// process_vm_readv (the collector process, dlprof-collector). One reader of
+// code objects serves both (core/python_code.h). Off the signal path.
+#ifndef DLPROF_CORE_MEMORY_VIEW_H_
+#define DLPROF_CORE_MEMORY_VIEW_H_
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace dlprof {
+
+class MemoryView {
+ public:
+  virtual ~MemoryView() = default;
+  // Copies `n` bytes at `address` into `out`; false when any of them cannot
+  // be read (unmapped, or the process is gone), never a fault.
+  virtual bool Copy(uintptr_t address, void* out, size_t n) const = 0;
+  // Brackets a batch of Copy calls (the own view opens the fault handler
+  // for its SafeLoads there; each Copy needs an open batch).
+  virtual void BeginReads() const {}
+  virtual void EndReads() const {}
+
+  bool U64(uintptr_t address, uint64_t* out) const { return Copy(address, out, sizeof(*out)); }
+  bool U32(uintptr_t address, uint32_t* out) const { return Copy(address, out, sizeof(*out)); }
+  bool Ptr(uintptr_t address, uintptr_t* out) const { return Copy(address, out, sizeof(*out)); }
+};
+
+// This process's memory, by SafeLoads (core/safe_load.h): only on a thread
+// that blocks the signals the fault handler recovers from, the collector
+// thread's way (core/fault_handler.h).
+class OwnMemory : public MemoryView {
+ public:
+  bool Copy(uintptr_t address, void* out, size_t n) const override;
+  void BeginReads() const override;
+  void EndReads() const override;
+};
+
+// Another process's memory, by process_vm_readv: it needs the rights of a
+// ptrace attach on it (the same user and a dumpable process, or
+// CAP_SYS_PTRACE; under Yama's ptrace_scope 1 the program names its helper
+// with PR_SET_PTRACER). Counts the reads the kernel refused for want of
+// them, which no later read will change.
+class ProcessMemory : public MemoryView {
+ public:
+  explicit ProcessMemory(pid_t pid) : pid_(pid) {}
+  bool Copy(uintptr_t address, void* out, size_t n) const override;
+  // Reads refused with EPERM (the rights are missing), and the last errno of
+  // a failed read.
+  uint64_t refused() const { return refused_; }
+  int last_error() const { return last_error_; }
+
+ private:
+  pid_t pid_;
+  mutable uint64_t refused_ = 0;
+  mutable int last_error_ = 0;
+};
+
+}  // namespace dlprof
+
+#endif  // DLPROF_CORE_MEMORY_VIEW_H_
