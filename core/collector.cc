@@ -666,6 +666,12 @@ bool Collector::SnapshotTick(int64_t now) {
       continue;
     }
     int64_t wall_delta = now - s->last_wall_ns;
+    // A tick at or before this thread's last one: the final tick of a
+    // collector process, at the time the program began to end, when a
+    // regular tick came after that (a torch worker took over 100 ms from
+    // its _exit to its death, and its thread was read meanwhile). Nothing to
+    // add: a negative run of wall time was written once.
+    if (wall_delta <= 0) continue;
     int64_t cpu_delta = cpu - s->last_cpu_ns;
     if (cpu_delta < 0) cpu_delta = 0;
     if (cpu_delta > wall_delta) cpu_delta = wall_delta;
