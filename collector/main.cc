@@ -3,7 +3,7 @@
 // program's arena is fd 3, a pidfd of the program fd 4. Arguments:
 //   --pid=PID --run-path=DIR --run-dev=D --run-ino=I
 //   --base=ROLE-PID --snapshot-ms=MS --mode=light|detailed --file-at-once=0|1
-//   [--field=KEY=VALUE]...
+//   [--field=KEY=VALUE]... [--python=MAJOR.MINOR:CODE_TYPE:UNICODE_TYPE]
 // Where an address of the program's arena is taken here, it execs itself
 // again (a new layout), at most kMaxAttempts times in all.
 #include <unistd.h>
@@ -35,6 +35,7 @@ bool Parse(int argc, char** argv, dlprof::CollectorProcessArgs* a, int* attempt)
       ("snapshot-ms", po::value<int>(&a->snapshot_ms)->required())
       ("mode", po::value<std::string>(&mode)->required())
       ("field", po::value<std::vector<std::string>>(&fields))
+      ("python", po::value<std::string>(&a->python))
       ("file-at-once", po::value<bool>(&a->file_at_once))
       ("attempt", po::value<int>(attempt));
   try {

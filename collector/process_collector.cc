@@ -25,7 +25,11 @@
 
 #include "core/annotations.h"
 #include "core/collector.h"
+#include "core/memory_view.h"
 #include "core/proc_maps.h"
+#include "core/python_codes_seen.h"
+#include "core/python_exec_notes.h"
+#include "core/python_frames.h"
 #include "core/remote_maps.h"
 #include "core/session_state.h"
 #include "core/shared_arena.h"
@@ -175,6 +179,20 @@ std::string EndText(const SessionState& state) {
   return "";
 }
 
+// The program's CPython from --python ("3.11:0x...:0x..."): its structure
+// table and type addresses. False for a malformed or unknown version.
+bool ParsePython(const std::string& text, PythonRuntime* out) {
+  unsigned major = 0, minor = 0;
+  unsigned long code_type = 0, unicode_type = 0;
+  if (sscanf(text.c_str(), "%u.%u:%lx:%lx", &major, &minor, &code_type, &unicode_type) != 4) {
+    return false;
+  }
+  out->layout = FindPythonLayout(static_cast<int>(major), static_cast<int>(minor));
+  out->code_type = code_type;
+  out->unicode_type = unicode_type;
+  return out->layout != nullptr;
+}
+
 // A fork child's file is made at the first tick this long after the
 // helper's start, or at its end, whichever comes first (the helper outlives
 // the process: nothing is lost by waiting).
@@ -182,12 +200,13 @@ constexpr int64_t kFileAfterNs = 50000000;
 
 class Loop {
  public:
-  explicit Loop(const CollectorProcessArgs& a) : a_(a), maps_(a.pid) {}
+  explicit Loop(const CollectorProcessArgs& a) : a_(a), maps_(a.pid), memory_(a.pid) {}
 
   int Run() {
     maps_.Prime();
     collector_.ReadFromOutside(a_.pid, &maps_);
     for (const auto& [key, value] : a_.fields) collector_.SetProcessField(key, value);
+    ReadPythonFromOutside();
     collector_.set_file_pending(true);
     if (a_.file_at_once && !EnsureFile()) return 1;
     const int64_t start = MonotonicNs();
@@ -216,6 +235,7 @@ class Loop {
       collector_.NoteSamplingOff(g_state);
       if (!gone) schedule.Ticked(collector_.SnapshotTick(now));
       collector_.Drain();
+      NotePythonReadsRefused();
       // The exec's request before the end: a fork child that exec'd (and
       // whose image may be gone already, a /bin/true) leaves no file of its
       // own, as with the thread.
@@ -258,6 +278,31 @@ class Loop {
   }
 
  private:
+  // A CPython program: its code objects are read through process_vm_readv,
+  // its audit hook's notes and the map of codes met are the arena's.
+  void ReadPythonFromOutside() {
+    if (a_.python.empty()) return;
+    if (!ParsePython(a_.python, &python_)) {
+      collector_.SetProcessField("python_frames", "off: the helper knows no CPython " + a_.python);
+      return;
+    }
+    UseExecNotesAt(const_cast<void*>(ArenaRootOf(ArenaRoot::kExecNotes)));
+    UseCodesSeenAt(const_cast<void*>(ArenaRootOf(ArenaRoot::kCodesSeen)));
+    collector_.ReadPythonFromOutside(&python_, &memory_);
+  }
+
+  // Once, when reads of the program's memory were refused (it became
+  // undumpable, or a security module said no): its Python frames are
+  // "[unknown python code]" since.
+  void NotePythonReadsRefused() {
+    if (python_noted_ || memory_.refused() == 0) return;
+    python_noted_ = true;
+    collector_.SetProcessField("python_frames",
+                               std::string("on, names unreadable from the collector process: "
+                                           "process_vm_readv: ") +
+                                   strerror(memory_.last_error()));
+  }
+
   bool RequestWaiting() const {
     return g_mailbox.Pending() != 0 || g_mailbox.flush_requested() != g_mailbox.flush_done();
   }
@@ -303,6 +348,9 @@ class Loop {
 
   const CollectorProcessArgs& a_;
   ProgramMaps maps_;
+  ProcessMemory memory_;
+  PythonRuntime python_;
+  bool python_noted_ = false;
   Collector collector_;
   bool tables_used_ = false;
   bool ended_for_exec_ = false;

@@ -219,6 +219,15 @@ void Collector::ReadFromOutside(pid_t pid, OutsideMaps* maps) {
   outside_maps_ = maps;
 }
 
+void Collector::ReadPythonFromOutside(const PythonRuntime* python, const MemoryView* memory) {
+  outside_python_ = python;
+  py_codes_.SetMemory(memory);
+}
+
+const PythonRuntime* Collector::Python() const {
+  return outside_pid_ != 0 ? outside_python_ : ActivePython();
+}
+
 // The thread's CPU time: its clock inside the process, its schedstat from
 // outside, which gives its run delay in the same read (*run_delay; left
 // alone inside). -1 when the thread is gone.
@@ -298,7 +307,7 @@ uint32_t Collector::WalkBlocked(ThreadSlot* s, pid_t tid, uintptr_t sp, uintptr_
   }
   // The Python frames, read in place (SafeLoads).
   uint64_t py[kPyFrameWords * kMaxPythonFrames];
-  const PythonRuntime* python = ActivePython();
+  const PythonRuntime* python = Python();
   const int m = python != nullptr ? WalkBlockedPythonFrames(s, tid, py, kMaxPythonFrames) : 0;
   // Whether the thread stayed in the call all along: not a nanosecond of
   // CPU since the tick's clock read, which came before the read of its
@@ -529,7 +538,7 @@ void Collector::DrainSamples(ThreadSlot* s, bool now) {
   const uint64_t end = ring.ReadableEnd();
   uint64_t pcs[kMaxFrames + kMaxPythonFrames];
   uint32_t stages[kMaxStageDepth];
-  const PythonRuntime* py = ActivePython();
+  const PythonRuntime* py = Python();
   while (pos + 2 <= end) {
     uint64_t head = ring.Get(pos);
     if (head >> 56 != kSampleTag) break;  // cannot happen with a correct producer
@@ -607,7 +616,7 @@ void Collector::AddRetiredCounters(ThreadSlot* s) {
 
 void Collector::Drain() {
   // The audit hook's notes first: the samples drained below may need them.
-  if (const PythonRuntime* py = ActivePython()) py_codes_.TakeExecNotes(*py, MonotonicNs());
+  if (const PythonRuntime* py = Python()) py_codes_.TakeExecNotes(*py, MonotonicNs());
   for (int i = 0, limit = SlotLimit(); i < limit; ++i) {
     ThreadSlot* s = SlotAt(i);
     int state = s->state.load(std::memory_order_acquire);

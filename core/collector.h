@@ -109,6 +109,11 @@ class Collector {
   // /proc/<pid>, its mappings through `maps` (kept by the caller). Blocked
   // threads' stacks are not walked there yet (no unwind tables).
   void ReadFromOutside(pid_t pid, OutsideMaps* maps);
+  // From outside, the program being CPython `python` (kept by the caller):
+  // the Python frames' code objects are read through `memory` (the
+  // program's, core/memory_view.h). Without it a sample's Python frames are
+  // left out.
+  void ReadPythonFromOutside(const PythonRuntime* python, const MemoryView* memory);
   // From outside, once the program is gone (its threads can no longer be
   // read): each live thread's open run of wall ticks goes on to `end_ns`
   // (when the program began to end) in the state its last tick saw;
@@ -161,6 +166,10 @@ class Collector {
   int64_t ThreadCpuTime(pid_t tid, int64_t* run_delay) const;
   pid_t outside_pid_ = 0;  // ReadFromOutside
   OutsideMaps* outside_maps_ = nullptr;
+  const PythonRuntime* outside_python_ = nullptr;  // ReadPythonFromOutside
+  // The CPython whose frames samples carry: the program's from outside,
+  // else this process's while its walks are on (ActivePython).
+  const PythonRuntime* Python() const;
   // Records in the PROCESS chunk whether run_delay can be read ("run_delay").
   void SayRunDelay();
   void AppendChunk(std::string* out, uint32_t type, const std::string& payload);

@@ -21,6 +21,7 @@
 
 #include "backends/private_fd.h"
 #include "core/collector_spawn.h"
+#include "core/python_frames.h"
 #include "core/raw_syscall.h"
 #include "core/shared_arena.h"
 
@@ -50,6 +51,20 @@ int LockForHelper(const char* lock_path) {
 // This process's helper, for ReopenArenaFromHelper.
 std::atomic<pid_t> g_helper_pid{0};
 
+// Yama's ptrace_scope (-1: no Yama), read at session start when the helper
+// will read a Python program's memory; 1 makes SpawnHelper name the helper
+// the program's ptracer. A fork child inherits it.
+std::atomic<int> g_yama_scope{-1};
+
+int ReadYamaScope() {
+  FILE* f = fopen("/proc/sys/kernel/yama/ptrace_scope", "re");
+  if (f == nullptr) return -1;
+  int scope = -1;
+  if (fscanf(f, "%d", &scope) != 1) scope = -1;
+  fclose(f);
+  return scope;
+}
+
 // The arena's memfd opened again through the helper's fd 3, for a program
 // that closed dlprof's number (close_range): the shared arena can grow
 // again (core/shared_arena.h checks it is the same file).
@@ -70,6 +85,10 @@ pid_t SpawnHelper(const char* const argv[], int arena_fd, const char* lock_path,
   if (pid > 0) {
     g_helper_pid.store(pid);
     ArenaSetReopen(ReopenArenaFromHelper);
+    // Under Yama's scope 1 only an ancestor, or the ptracer a process names,
+    // may read its memory; the helper is neither until named. (It reads the
+    // first code object after its first tick: the name is set by then.)
+    if (g_yama_scope.load() == 1) RawSyscall6(SYS_prctl, PR_SET_PTRACER, pid, 0, 0, 0, 0);
   }
   return pid;
 }
@@ -115,7 +134,19 @@ std::string CollectorProcessRefusal(const Config& config, bool python) {
   if (!config.collector_process) return "DLPROF_COLLECTOR is thread";
   if (!ArenaShared()) return "no shared memory here (memfd or MADV_WIPEONFORK refused)";
   if (!ProcIsOurs()) return "/proc is not this PID namespace's: the helper could not find the program";
-  if (python) return "it reads no Python frames yet";
+  if (python) {
+    // Its code objects are read from the helper (process_vm_readv), which
+    // needs a ptrace attach's rights on the program.
+    if (prctl(PR_GET_DUMPABLE) != 1) {
+      return "the process is not dumpable: the helper could not read its Python code objects";
+    }
+    const int scope = ReadYamaScope();
+    if (scope >= 2) {
+      return "Yama's ptrace_scope is " + std::to_string(scope) +
+             ": the helper could not read the Python code objects";
+    }
+    g_yama_scope.store(scope);
+  }
   if (config.baseline_steps > 0) return "it cannot arm timers at a baseline's end yet";
   if (config.unwinder == "cfi") return "it builds no unwind tables for DLPROF_BACKEND=cfi yet";
   const char* adopted = HelperWouldBeOurChild();
@@ -146,12 +177,23 @@ namespace {
 // The arguments a process and its fork children share: the run folder, the
 // tick, the mode.
 std::vector<std::string> SharedArgs(const ProfileFileSpec& spec, int snapshot_ms, bool light) {
-  return {*g_program,
-          "--run-path=" + spec.run_path,
-          "--run-dev=" + std::to_string(spec.run_dev),
-          "--run-ino=" + std::to_string(spec.run_ino),
-          "--snapshot-ms=" + std::to_string(snapshot_ms),
-          std::string("--mode=") + (light ? "light" : "detailed")};
+  std::vector<std::string> args = {*g_program,
+                                   "--run-path=" + spec.run_path,
+                                   "--run-dev=" + std::to_string(spec.run_dev),
+                                   "--run-ino=" + std::to_string(spec.run_ino),
+                                   "--snapshot-ms=" + std::to_string(snapshot_ms),
+                                   std::string("--mode=") + (light ? "light" : "detailed")};
+  // CPython's: its minor version's structure table and the addresses of its
+  // code and string types, which the helper checks objects against (a fork
+  // child has the same).
+  if (const PythonRuntime* py = ActivePython()) {
+    char text[96];
+    snprintf(text, sizeof(text), "--python=%u.%u:%#lx:%#lx", py->layout->version >> 8,
+             py->layout->version & 0xff, static_cast<unsigned long>(py->code_type),
+             static_cast<unsigned long>(py->unicode_type));
+    args.push_back(text);
+  }
+  return args;
 }
 
 }  // namespace

@@ -16,8 +16,11 @@ namespace dlprof {
 
 // Why the helper cannot serve this process, "" if it can. Asked at session
 // start, before the unwinder is made: the helper builds no unwind tables
-// and reads no Python frames yet, so a process that needs them keeps the
-// thread. `python`: the process is CPython.
+// yet, so a process that asks for them keeps the thread. `python`: the
+// process is CPython, whose code objects the helper reads from outside
+// (process_vm_readv): it needs a dumpable process, and where Yama's
+// ptrace_scope is 1 the program names its helper its ptracer
+// (PR_SET_PTRACER) once it is spawned; scope 2 or 3 refuses.
 std::string CollectorProcessRefusal(const Config& config, bool python);
 
 // Why a helper this process spawned now would be its own child (it is PID 1

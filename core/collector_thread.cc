@@ -497,7 +497,8 @@ bool CollectorHasCallersCredentials() {
 }
 
 bool PauseCollector() {
-  if (!OwnSession()) return false;
+  // (A helper process is no thread of the program's: nothing to pause.)
+  if (!OwnSession() || CollectorIsProcess()) return false;
   pthread_mutex_lock(&g_pause_mu);
   if (g_pause_depth++ == 0) g_paused_running = StopCollectorThread();
   pthread_mutex_unlock(&g_pause_mu);

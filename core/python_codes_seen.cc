@@ -76,3 +76,13 @@ void MoveCodesSeenToArena() {
 }
 
 }  // namespace dlprof
+
+namespace dlprof {
+
+bool UseCodesSeenAt(void* arena_words) {
+  if (arena_words == nullptr) return false;
+  g_words.store(static_cast<Words*>(arena_words), std::memory_order_release);
+  return true;
+}
+
+}  // namespace dlprof

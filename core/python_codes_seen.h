@@ -47,6 +47,11 @@ bool TakePyCodeWake(int64_t now_ns);
 // it is if the arena has no room.
 void MoveCodesSeenToArena();
 
+// In the collector process: the program's map, at `arena_words` (its arena
+// root, as MoveCodesSeenToArena set it), becomes the one MarkPyCodeSeen
+// writes. False (nothing changes) for nullptr.
+bool UseCodesSeenAt(void* arena_words);
+
 }  // namespace dlprof
 
 #endif  // DLPROF_CORE_PYTHON_CODES_SEEN_H_

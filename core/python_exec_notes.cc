@@ -53,6 +53,12 @@ bool StartExecNotes() {
   return true;
 }
 
+bool UseExecNotesAt(void* arena_ring) {
+  if (arena_ring == nullptr) return false;
+  g_ring.store(static_cast<Ring*>(arena_ring), std::memory_order_release);
+  return true;
+}
+
 bool PutExecNote(uintptr_t code, uint64_t identity, int64_t time_ns, int first_line,
                  const char* qualname, size_t qualname_bytes, const char* filename,
                  size_t filename_bytes) {

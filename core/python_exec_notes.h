@@ -35,6 +35,11 @@ constexpr size_t kExecNoteTextBytes = 472;
 // cannot. Any thread.
 bool StartExecNotes();
 
+// In the collector process: the program's ring, at `arena_ring` (its
+// arena root, as StartExecNotes set it), is the one TakeExecNote reads.
+// False (nothing changes) for nullptr.
+bool UseExecNotesAt(void* arena_ring);
+
 // Writes one note; false (counted) when the ring is full, the names do not
 // fit, or StartExecNotes has not run. No allocation, no lock, no system call;
 // any thread (the hook's: the program's, holding the GIL).

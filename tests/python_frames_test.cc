@@ -232,6 +232,36 @@ void ExpectPythonFramesOn(const PyRun& run, const std::string& version = "3.11")
   }
 }
 
+// Every process of the run was served by the collector `place` ("process"
+// for DLPROF_COLLECTOR=process: the PROCESS field says "thread: why" when
+// the helper refused it).
+void ExpectCollector(const PyRun& run, const std::string& place) {
+  for (const Process& proc : run.raw.processes) {
+    auto it = proc.fields.find("collector");
+    EXPECT_EQ(it == proc.fields.end() ? std::string("thread") : it->second, place)
+        << "pid " << proc.pid << " (" << proc.role << ") " << run.Where();
+  }
+}
+
+// Each wall-clock record of the run is whole: a wall time of 0 to 100 s,
+// and no more CPU or wait than that. (A collector process's last tick, at
+// the time a torch worker began its _exit, came after a regular tick that
+// read it while it died: its record had -109 ms of wall time and -110 ms of
+// CPU, which the report showed as 1100 s of the worker's CPU.)
+void ExpectWallRecordsWhole(const PyRun& run) {
+  int bad = 0;
+  for (const Sample& s : run.raw.samples) {
+    if (s.kind != SampleKind::kWall) continue;
+    const bool whole = s.wall_ns >= 0 && s.wall_ns <= 100000000000 && s.cpu_ns >= 0 &&
+                       s.cpu_ns <= s.wall_ns && s.wait_ns >= 0 && s.wait_ns <= s.wall_ns;
+    if (!whole && bad++ < 5) {
+      ADD_FAILURE() << "wall record of pid " << run.raw.processes[s.process].pid << " tid " << s.tid
+                    << " at " << s.time_ns << ": wall " << s.wall_ns << " ns, cpu " << s.cpu_ns
+                    << " ns, wait " << s.wait_ns << " ns " << run.Where();
+    }
+  }
+}
+
 // The pids of the CPU samples, with their role labels.
 std::map<int64_t, std::string> PidsWithRoles(const PProfile& p) {
   std::map<int64_t, std::string> pids;
@@ -399,10 +429,12 @@ TEST(PythonFrames, CpuSharesHoldOnEveryOtherInstalledVersion) {
   }
 }
 
-TEST(PythonFrames, CpuSharesHoldInTheMainProcessAndAForkedWorkerAtOnce) {
-  RequirePythonWithTorchAndPil();
-  if (HasFatalFailure()) return;
-  PyRun run = RunProfiled("cpu_shares.py", {"2.5", "--fork"}, {{"DLPROF_HZ", "997"}}, 60);
+// cpu_shares.py with a forked worker burning at the same time, profiled
+// with `env` added: both processes' shares match their own clocks.
+void ExpectSharesInTheMainProcessAndAForkedWorker(std::map<std::string, std::string> env,
+                                                  const std::string& collector) {
+  env["DLPROF_HZ"] = "997";
+  PyRun run = RunProfiled("cpu_shares.py", {"2.5", "--fork"}, env, 60);
   KeepOnFailure keep(run.dir);
   ASSERT_EQ(run.proc.exit_code, 0) << Show(run.proc);
   ASSERT_EQ(run.report.exit_code, 0) << Show(run.report);
@@ -421,6 +453,23 @@ TEST(PythonFrames, CpuSharesHoldInTheMainProcessAndAForkedWorkerAtOnce) {
     ExpectSharesMatch(run, measured);
   }
   EXPECT_EQ(roles, (std::set<std::string>{"main", "worker"})) << "role labels of the two processes";
+  ExpectCollector(run, collector);
+  ExpectWallRecordsWhole(run);
+}
+
+TEST(PythonFrames, CpuSharesHoldInTheMainProcessAndAForkedWorkerAtOnce) {
+  RequirePythonWithTorchAndPil();
+  if (HasFatalFailure()) return;
+  ExpectSharesInTheMainProcessAndAForkedWorker({}, "thread");
+}
+
+// The same with the collector as a process of its own (DLPROF_COLLECTOR=
+// process): it reads the code objects from outside (process_vm_readv), the
+// worker's helper its own; frame pointers stand in for cfi there.
+TEST(PythonFrames, CollectorProcessFindsTheSharesInTheMainProcessAndAForkedWorker) {
+  RequirePythonWithTorchAndPil();
+  if (HasFatalFailure()) return;
+  ExpectSharesInTheMainProcessAndAForkedWorker({{"DLPROF_COLLECTOR", "process"}}, "process");
 }
 
 // --- DataLoader ---------------------------------------------------------------
@@ -611,10 +660,11 @@ TEST(PythonFrames, ModuleAndClassBodiesAreNamedByTheAuditHook) {
   EXPECT_EQ(burner.callers, std::set<std::string>{"<module>"}) << got.str();
 }
 
-TEST(PythonFrames, DataLoaderWorkersShowAugmentAndGetitemWithFileAndLine) {
-  RequirePythonWithTorchAndPil();
-  if (HasFatalFailure()) return;
-  PyRun run = RunProfiled("dataloader.py", {}, {{"DLPROF_HZ", "997"}}, 90);
+// dataloader.py profiled with `env` added (collector `collector`).
+void ExpectDataLoaderWorkersShowAugmentAndGetitem(std::map<std::string, std::string> env,
+                                                  const std::string& collector) {
+  env["DLPROF_HZ"] = "997";
+  PyRun run = RunProfiled("dataloader.py", {}, env, 90);
   KeepOnFailure keep(run.dir);
   ASSERT_EQ(run.proc.exit_code, 0) << Show(run.proc);
   ASSERT_EQ(run.report.exit_code, 0) << Show(run.report);
@@ -702,6 +752,20 @@ TEST(PythonFrames, DataLoaderWorkersShowAugmentAndGetitemWithFileAndLine) {
       << run.folded.substr(0, 4000) << run.Where();
   EXPECT_NE(run.folded.find(";" + train_frame), std::string::npos)
       << "stacks.folded lacks `" << train_frame << "`" << run.Where();
+  ExpectCollector(run, collector);
+  ExpectWallRecordsWhole(run);
+}
+
+TEST(PythonFrames, DataLoaderWorkersShowAugmentAndGetitemWithFileAndLine) {
+  RequirePythonWithTorchAndPil();
+  if (HasFatalFailure()) return;
+  ExpectDataLoaderWorkersShowAugmentAndGetitem({}, "thread");
+}
+
+TEST(PythonFrames, CollectorProcessNamesTheDataLoaderWorkersFunctions) {
+  RequirePythonWithTorchAndPil();
+  if (HasFatalFailure()) return;
+  ExpectDataLoaderWorkersShowAugmentAndGetitem({{"DLPROF_COLLECTOR", "process"}}, "process");
 }
 
 // --- Robustness -----------------------------------------------------------
