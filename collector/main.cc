@@ -3,7 +3,7 @@
 // program's arena is fd 3, a pidfd of the program fd 4. Arguments:
 //   --pid=PID --run-path=DIR --run-dev=D --run-ino=I
 //   --base=ROLE-PID --snapshot-ms=MS --mode=light|detailed --file-at-once=0|1
-//   [--field=KEY=VALUE]... [--python=MAJOR.MINOR:CODE_TYPE:UNICODE_TYPE]
+//   [--field=KEY=VALUE]... [--python=MAJOR.MINOR:RUNTIME:CODE_TYPE:UNICODE_TYPE]
 // Where an address of the program's arena is taken here, it execs itself
 // again (a new layout), at most kMaxAttempts times in all.
 #include <unistd.h>

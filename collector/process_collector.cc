@@ -179,15 +179,18 @@ std::string EndText(const SessionState& state) {
   return "";
 }
 
-// The program's CPython from --python ("3.11:0x...:0x..."): its structure
-// table and type addresses. False for a malformed or unknown version.
+// The program's CPython from --python ("3.11:0x...:0x...:0x..."): its
+// structure table, _PyRuntime's address and its types'. False for a
+// malformed or unknown version.
 bool ParsePython(const std::string& text, PythonRuntime* out) {
   unsigned major = 0, minor = 0;
-  unsigned long code_type = 0, unicode_type = 0;
-  if (sscanf(text.c_str(), "%u.%u:%lx:%lx", &major, &minor, &code_type, &unicode_type) != 4) {
+  unsigned long runtime = 0, code_type = 0, unicode_type = 0;
+  if (sscanf(text.c_str(), "%u.%u:%lx:%lx:%lx", &major, &minor, &runtime, &code_type,
+             &unicode_type) != 5) {
     return false;
   }
   out->layout = FindPythonLayout(static_cast<int>(major), static_cast<int>(minor));
+  out->runtime = runtime;
   out->code_type = code_type;
   out->unicode_type = unicode_type;
   return out->layout != nullptr;

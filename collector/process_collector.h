@@ -25,8 +25,9 @@ struct CollectorProcessArgs {
   bool light = true;
   bool file_at_once = false;  // make the file before the first tick (a process's start)
   std::vector<std::pair<std::string, std::string>> fields;  // the PROCESS chunk's
-  // A CPython program's ("3.11:0x...:0x...": its minor version, and the
-  // addresses of PyCode_Type and PyUnicode_Type there); "" for another.
+  // A CPython program's ("3.11:0x...:0x...:0x...": its minor version, and
+  // the addresses of _PyRuntime, PyCode_Type and PyUnicode_Type there); ""
+  // for another.
   std::string python;
 };
 

@@ -221,7 +221,40 @@ void Collector::ReadFromOutside(pid_t pid, OutsideMaps* maps) {
 
 void Collector::ReadPythonFromOutside(const PythonRuntime* python, const MemoryView* memory) {
   outside_python_ = python;
+  outside_memory_ = memory;
   py_codes_.SetMemory(memory);
+}
+
+uint32_t Collector::WalkBlockedFromOutside(ThreadSlot* s, pid_t tid, uintptr_t pc, int64_t cpu_ns,
+                                           bool* rewalk) {
+  *rewalk = false;
+  const int64_t start = MonotonicNs();
+  ++blocked_walks_;
+  uint64_t py[kPyFrameWords * kMaxPythonFrames];
+  const int m = outside_python_ != nullptr && outside_memory_ != nullptr
+                    ? WalkBlockedPythonFramesOf(*outside_memory_, *outside_python_,
+                                                s->py_tstate.load(std::memory_order_relaxed), tid,
+                                                py, kMaxPythonFrames)
+                    : 0;
+  // Whether it stayed in the call all along (WalkBlocked says why).
+  int64_t delay = -1;
+  const bool same = ThreadCpuTime(tid, &delay) == cpu_ns;
+  uint32_t id = 0;
+  if (!same) {
+    ++blocked_walks_dropped_;
+    *rewalk = true;
+  } else if (pc != 0 || m > 0) {
+    uint64_t words[1 + kMaxPythonFrames];
+    int n = 0;
+    if (pc != 0) words[n++] = pc;
+    for (int i = 0; i < m; ++i) {
+      const uint64_t* f = py + kPyFrameWords * i;
+      words[n++] = py_codes_.FrameWord(*outside_python_, f[0], f[1], f[2], start);
+    }
+    id = InternStack(words, static_cast<uint32_t>(n));
+  }
+  blocked_walk_ns_ += static_cast<uint64_t>(MonotonicNs() - start);
+  return id;
 }
 
 const PythonRuntime* Collector::Python() const {
@@ -743,9 +776,13 @@ bool Collector::SnapshotTick(int64_t now) {
           state = blocked.state;
           // Its stack, walked from the sp and pc the kernel reports: the
           // thread is never signalled (that would end its sleep with EINTR).
-          // (From outside, not yet: no unwind tables there, phase 3.)
+          // (From outside, its leaf and Python frames only: no unwind
+          // tables there yet, phase 4.)
           if (state != 0 && blocked.regs && outside_pid_ == 0) {
             stack = WalkBlocked(s, tid, blocked.sp, blocked.pc, cpu, &s->blocked_rewalk);
+          } else if (state != 0 && outside_pid_ != 0) {
+            stack = WalkBlockedFromOutside(s, tid, blocked.regs ? blocked.pc : 0, cpu,
+                                           &s->blocked_rewalk);
           }
         }
       }

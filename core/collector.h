@@ -107,7 +107,9 @@ class Collector {
   // From now on reads the program, process `pid`, from outside (the
   // collector process): its threads' /proc files and CPU times through
   // /proc/<pid>, its mappings through `maps` (kept by the caller). Blocked
-  // threads' stacks are not walked there yet (no unwind tables).
+  // threads' native stacks are not walked there yet (no unwind tables):
+  // they get their leaf pc, and their Python frames once
+  // ReadPythonFromOutside was called.
   void ReadFromOutside(pid_t pid, OutsideMaps* maps);
   // From outside, the program being CPython `python` (kept by the caller):
   // the Python frames' code objects are read through `memory` (the
@@ -159,6 +161,12 @@ class Collector {
   // *rewalk), or nothing could be read. *rewalk also when the walk met
   // code whose unwind rows were not decoded yet (the next tick walks again).
   // Never signals the thread nor waits for it.
+  // From outside (the collector process), a blocked thread's stack as far
+  // as it can be had without unwind tables: the leaf `pc` the kernel
+  // reports (0: none) and the thread's Python frames, read through the
+  // program's memory. 0 (and *rewalk) when the thread ran meanwhile.
+  uint32_t WalkBlockedFromOutside(ThreadSlot* s, pid_t tid, uintptr_t pc, int64_t cpu_ns,
+                                  bool* rewalk);
   uint32_t WalkBlocked(ThreadSlot* s, pid_t tid, uintptr_t sp, uintptr_t pc, int64_t cpu_ns,
                        bool* rewalk);
   // The thread's run_delay (schedstat), -1 if unreadable.
@@ -167,6 +175,7 @@ class Collector {
   pid_t outside_pid_ = 0;  // ReadFromOutside
   OutsideMaps* outside_maps_ = nullptr;
   const PythonRuntime* outside_python_ = nullptr;  // ReadPythonFromOutside
+  const MemoryView* outside_memory_ = nullptr;
   // The CPython whose frames samples carry: the program's from outside,
   // else this process's while its walks are on (ActivePython).
   const PythonRuntime* Python() const;

@@ -183,13 +183,15 @@ std::vector<std::string> SharedArgs(const ProfileFileSpec& spec, int snapshot_ms
                                    "--run-ino=" + std::to_string(spec.run_ino),
                                    "--snapshot-ms=" + std::to_string(snapshot_ms),
                                    std::string("--mode=") + (light ? "light" : "detailed")};
-  // CPython's: its minor version's structure table and the addresses of its
+  // CPython's: its minor version's structure table, the address of
+  // _PyRuntime (where blocked threads' states are found) and those of its
   // code and string types, which the helper checks objects against (a fork
   // child has the same).
   if (const PythonRuntime* py = ActivePython()) {
-    char text[96];
-    snprintf(text, sizeof(text), "--python=%u.%u:%#lx:%#lx", py->layout->version >> 8,
-             py->layout->version & 0xff, static_cast<unsigned long>(py->code_type),
+    char text[128];
+    snprintf(text, sizeof(text), "--python=%u.%u:%#lx:%#lx:%#lx", py->layout->version >> 8,
+             py->layout->version & 0xff, static_cast<unsigned long>(py->runtime),
+             static_cast<unsigned long>(py->code_type),
              static_cast<unsigned long>(py->unicode_type));
     args.push_back(text);
   }

@@ -8,11 +8,43 @@
 #include <cstring>
 
 #include "core/fault_handler.h"
+#include "core/memory_view.h"
 #include "core/safe_load.h"
 #include "core/thread_registry.h"
 
 namespace dlprof {
 namespace {
+
+// How the walks below read the interpreter's memory: in place by SafeLoads
+// (the signal handler, the collector thread; async-signal-safe), or another
+// process's through a MemoryView (the collector process). One walk, two
+// instantiations.
+struct SafeReads {
+  bool Ptr(uintptr_t a, uintptr_t* out) const { return SafeLoadPtr(a, out); }
+  bool U64(uintptr_t a, uint64_t* out) const { return SafeLoadU64(a, out); }
+  bool U32(uintptr_t a, uint32_t* out) const { return SafeLoadU32(a, out); }
+  bool U8(uintptr_t a, uint8_t* out) const { return SafeLoadU8(a, out); }
+};
+struct ViewReads {
+  const MemoryView& memory;
+  bool Ptr(uintptr_t a, uintptr_t* out) const { return memory.Ptr(a, out); }
+  bool U64(uintptr_t a, uint64_t* out) const { return memory.U64(a, out); }
+  bool U32(uintptr_t a, uint32_t* out) const { return memory.U32(a, out); }
+  bool U8(uintptr_t a, uint8_t* out) const { return memory.Copy(a, out, 1); }
+};
+
+// PyCodeIdentity through `r`.
+template <typename Reads>
+uint64_t CodeIdentity(const Reads& r, uintptr_t code, const PythonLayout& L) {
+  const uint32_t name = L.code_qualname != kNoOffset ? L.code_qualname : L.code_name;
+  uintptr_t qualname, filename;
+  uint32_t first_line;
+  if (!r.Ptr(code + name, &qualname) || !r.Ptr(code + L.code_filename, &filename) ||
+      !r.U32(code + L.code_firstlineno, &first_line)) {
+    return 0;
+  }
+  return MixPyCodeIdentity(qualname, filename, first_line);
+}
 
 PythonRuntime g_python;  // written once, before g_active is set
 std::atomic<bool> g_active{false};
@@ -56,15 +88,16 @@ uintptr_t CurrentThreadState(ThreadSlot* s, const PythonLayout& L) {
 }
 
 // The instruction a frame is at, in code units from the start of its code.
-int64_t InstructionIndex(uintptr_t frame, uintptr_t code, const PythonLayout& L) {
+template <typename Reads>
+int64_t InstructionIndex(const Reads& r, uintptr_t frame, uintptr_t code, const PythonLayout& L) {
   constexpr int64_t kMaxIndex = 1 << 24;
   int64_t index = -1;
   if (L.frame_model == PyFrameModel::kFrameObjects) {
     uint32_t lasti;
-    if (SafeLoadU32(frame + L.frame_instr, &lasti)) index = static_cast<int32_t>(lasti);
+    if (r.U32(frame + L.frame_instr, &lasti)) index = static_cast<int32_t>(lasti);
   } else {
     uintptr_t instr;
-    if (SafeLoadPtr(frame + L.frame_instr, &instr)) {
+    if (r.Ptr(frame + L.frame_instr, &instr)) {
       index = (static_cast<int64_t>(instr) - static_cast<int64_t>(code + L.code_code)) / 2;
     }
   }
@@ -127,13 +160,15 @@ void StopPythonFrames() { g_active.store(false, std::memory_order_release); }
 namespace {
 
 // The frames of the thread whose state is `tstate` (WalkPythonFrames).
-// Every read is a SafeLoad. This function is safe to call from
-// asynchronous signals.
-int WalkFramesOf(uintptr_t tstate, const PythonLayout& L, uint64_t* out, int max_frames) {
+// Every read is through `r`: with SafeReads this function is safe to call
+// from asynchronous signals.
+template <typename Reads>
+int WalkFramesOf(const Reads& r, uintptr_t tstate, const PythonLayout& L, uint64_t* out,
+                 int max_frames) {
   uintptr_t frame = 0;
-  if (!SafeLoadPtr(tstate + L.tstate_frame, &frame)) return 0;
+  if (!r.Ptr(tstate + L.tstate_frame, &frame)) return 0;
   if (L.frame_model == PyFrameModel::kCFrameInterpreter &&
-      (frame == 0 || !SafeLoadPtr(frame + L.cframe_current_frame, &frame))) {
+      (frame == 0 || !r.Ptr(frame + L.cframe_current_frame, &frame))) {
     return 0;
   }
   int n = 0;
@@ -142,13 +177,13 @@ int WalkFramesOf(uintptr_t tstate, const PythonLayout& L, uint64_t* out, int max
   for (int steps = 0; frame != 0 && n < max_frames && steps < 2 * max_frames; ++steps) {
     if ((frame & 7) != 0) break;  // frames are pointer-aligned
     uintptr_t code, previous;
-    if (!SafeLoadPtr(frame + L.frame_code, &code) ||
-        !SafeLoadPtr(frame + L.frame_previous, &previous)) {
+    if (!r.Ptr(frame + L.frame_code, &code) ||
+        !r.Ptr(frame + L.frame_previous, &previous)) {
       break;
     }
     if (L.entry_model == PyEntryModel::kShimFrame) {
       uint8_t owner;
-      if (!SafeLoadU8(frame + L.frame_owner, &owner)) break;
+      if (!r.U8(frame + L.frame_owner, &owner)) break;
       if (owner == L.shim_owner) {
         // The C stack's entry frame: the frame above it was the first of
         // its eval loop call.
@@ -160,7 +195,7 @@ int WalkFramesOf(uintptr_t tstate, const PythonLayout& L, uint64_t* out, int max
     bool entry = L.entry_model == PyEntryModel::kEveryFrame;
     if (L.entry_model == PyEntryModel::kIsEntryFlag) {
       uint8_t flag;
-      if (!SafeLoadU8(frame + L.frame_is_entry, &flag)) break;
+      if (!r.U8(frame + L.frame_is_entry, &flag)) break;
       entry = flag != 0;
     }
     // A code object is pointer-aligned and in user space; the collector
@@ -168,8 +203,8 @@ int WalkFramesOf(uintptr_t tstate, const PythonLayout& L, uint64_t* out, int max
     if (code != 0 && (code & 7) == 0 && (code >> 47) == 0) {
       uint64_t* f = out + kPyFrameWords * n;
       f[0] = static_cast<uint64_t>(code) | (entry ? kPyEntryBit : 0);
-      f[1] = static_cast<uint64_t>(InstructionIndex(frame, code, L));
-      f[2] = PyCodeIdentity(code, L);
+      f[1] = static_cast<uint64_t>(InstructionIndex(r, frame, code, L));
+      f[2] = CodeIdentity(r, code, L);
       ++n;
     }
     frame = previous;
@@ -180,59 +215,62 @@ int WalkFramesOf(uintptr_t tstate, const PythonLayout& L, uint64_t* out, int max
 
 // Whether `tstate` is one of the interpreters' thread states. Bounded: a cycle or a
 // list changed under the walk ends it.
-bool ListedThreadState(uintptr_t tstate, const PythonLayout& L) {
+template <typename Reads>
+bool ListedThreadState(const Reads& r, uintptr_t runtime, uintptr_t tstate, const PythonLayout& L) {
   constexpr int kMaxInterpreters = 64, kMaxThreadStates = 4096;
   uintptr_t interp = 0;
-  if (!SafeLoadPtr(g_python.runtime + L.runtime_interpreters_head, &interp)) return false;
+  if (!r.Ptr(runtime + L.runtime_interpreters_head, &interp)) return false;
   for (int i = 0; interp != 0 && i < kMaxInterpreters; ++i) {
     uintptr_t ts = 0;
-    if (!SafeLoadPtr(interp + L.interp_threads_head, &ts)) return false;
+    if (!r.Ptr(interp + L.interp_threads_head, &ts)) return false;
     for (int j = 0; ts != 0 && j < kMaxThreadStates; ++j) {
       if (ts == tstate) return true;
-      if (!SafeLoadPtr(ts + L.tstate_next, &ts)) return false;
+      if (!r.Ptr(ts + L.tstate_next, &ts)) return false;
     }
-    if (!SafeLoadPtr(interp + L.interp_next, &interp)) return false;
+    if (!r.Ptr(interp + L.interp_next, &interp)) return false;
   }
   return false;
 }
 
 // The state of thread `tid` found in the interpreters' lists by its
 // native_thread_id (3.11+), 0 if none.
-uintptr_t FindThreadStateByTid(pid_t tid, const PythonLayout& L) {
+template <typename Reads>
+uintptr_t FindThreadStateByTid(const Reads& r, uintptr_t runtime, pid_t tid, const PythonLayout& L) {
   if (L.tstate_native_thread_id == kNoOffset) return 0;
   constexpr int kMaxInterpreters = 64, kMaxThreadStates = 4096;
   uintptr_t interp = 0;
-  if (!SafeLoadPtr(g_python.runtime + L.runtime_interpreters_head, &interp)) return 0;
+  if (!r.Ptr(runtime + L.runtime_interpreters_head, &interp)) return 0;
   for (int i = 0; interp != 0 && i < kMaxInterpreters; ++i) {
     uintptr_t ts = 0;
-    if (!SafeLoadPtr(interp + L.interp_threads_head, &ts)) return 0;
+    if (!r.Ptr(interp + L.interp_threads_head, &ts)) return 0;
     for (int j = 0; ts != 0 && j < kMaxThreadStates; ++j) {
       uint64_t native = 0;
-      if (SafeLoadU64(ts + L.tstate_native_thread_id, &native) &&
+      if (r.U64(ts + L.tstate_native_thread_id, &native) &&
           native == static_cast<uint64_t>(tid)) {
         return ts;
       }
-      if (!SafeLoadPtr(ts + L.tstate_next, &ts)) return 0;
+      if (!r.Ptr(ts + L.tstate_next, &ts)) return 0;
     }
-    if (!SafeLoadPtr(interp + L.interp_next, &interp)) return 0;
+    if (!r.Ptr(interp + L.interp_next, &interp)) return 0;
   }
   return 0;
 }
 
-int WalkBlockedFramesOf(ThreadSlot* s, pid_t tid, uint64_t* out, int max_frames) {
-  const PythonLayout& L = *g_python.layout;
-  uintptr_t tstate = s->py_tstate.load(std::memory_order_relaxed);
+template <typename Reads>
+int WalkBlockedFramesOf(const Reads& r, const PythonRuntime& py, uintptr_t tstate, pid_t tid,
+                        uint64_t* out, int max_frames) {
+  const PythonLayout& L = *py.layout;
   if (L.tstate_native_thread_id != kNoOffset) {
     uint64_t native = 0;
-    if (tstate == 0 || !SafeLoadU64(tstate + L.tstate_native_thread_id, &native) ||
+    if (tstate == 0 || !r.U64(tstate + L.tstate_native_thread_id, &native) ||
         native != static_cast<uint64_t>(tid)) {
-      tstate = FindThreadStateByTid(tid, L);
+      tstate = FindThreadStateByTid(r, py.runtime, tid, L);
     }
-  } else if (tstate != 0 && !ListedThreadState(tstate, L)) {
+  } else if (tstate != 0 && !ListedThreadState(r, py.runtime, tstate, L)) {
     tstate = 0;  // 3.10: the handler's hint, while the interpreter still lists it
   }
   if (tstate == 0) return 0;
-  return WalkFramesOf(tstate, L, out, max_frames);
+  return WalkFramesOf(r, tstate, L, out, max_frames);
 }
 
 }  // namespace
@@ -242,7 +280,7 @@ int WalkPythonFrames(ThreadSlot* s, uint64_t* out, int max_frames) {
   const PythonLayout& L = *g_python.layout;
   OpenFaultsForSafeLoads();
   const uintptr_t tstate = CurrentThreadState(s, L);
-  const int frames = tstate == 0 ? 0 : WalkFramesOf(tstate, L, out, max_frames);
+  const int frames = tstate == 0 ? 0 : WalkFramesOf(SafeReads{}, tstate, L, out, max_frames);
   CloseFaultsForSafeLoads(FaultsReturnTo::kThisThread);
   return frames;
 }
@@ -252,20 +290,21 @@ int WalkBlockedPythonFrames(ThreadSlot* s, pid_t tid, uint64_t* out, int max_fra
   // The collector blocks every signal: a fault of a SafeLoad blocked would
   // be forced through with the default action, and kill the process.
   OpenFaultsForSafeLoads();
-  const int frames = WalkBlockedFramesOf(s, tid, out, max_frames);
+  const int frames = WalkBlockedFramesOf(SafeReads{}, g_python,
+                                         s->py_tstate.load(std::memory_order_relaxed), tid, out,
+                                         max_frames);
   CloseFaultsForSafeLoads(FaultsReturnTo::kProcess);
   return frames;
 }
 
+int WalkBlockedPythonFramesOf(const MemoryView& memory, const PythonRuntime& py, uintptr_t hint,
+                              pid_t tid, uint64_t* out, int max_frames) {
+  if (py.layout == nullptr || py.runtime == 0) return 0;
+  return WalkBlockedFramesOf(ViewReads{memory}, py, hint, tid, out, max_frames);
+}
+
 uint64_t PyCodeIdentity(uintptr_t code, const PythonLayout& L) {
-  const uint32_t name = L.code_qualname != kNoOffset ? L.code_qualname : L.code_name;
-  uintptr_t qualname, filename;
-  uint32_t first_line;
-  if (!SafeLoadPtr(code + name, &qualname) || !SafeLoadPtr(code + L.code_filename, &filename) ||
-      !SafeLoadU32(code + L.code_firstlineno, &first_line)) {
-    return 0;
-  }
-  return MixPyCodeIdentity(qualname, filename, first_line);
+  return CodeIdentity(SafeReads{}, code, L);
 }
 
 uint64_t MixPyCodeIdentity(uintptr_t qualname, uintptr_t filename, uint32_t first_line) {

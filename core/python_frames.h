@@ -61,6 +61,14 @@ int WalkPythonFrames(ThreadSlot* slot, uint64_t* out, int max_frames);
 // the caller must check that the thread did not run meanwhile (its frames
 // change as it runs). Not for the signal path; collector thread only.
 int WalkBlockedPythonFrames(ThreadSlot* slot, pid_t tid, uint64_t* out, int max_frames);
+// The same walk from another process (the collector process), through
+// `memory` (the program's, core/memory_view.h), for CPython `py` there (its
+// `runtime` address set): `hint` is the state the handler last saw for the
+// thread (ThreadSlot::py_tstate), checked as above. The caller checks that
+// the thread did not run meanwhile. Not signal-safe (a MemoryView).
+class MemoryView;
+int WalkBlockedPythonFramesOf(const MemoryView& memory, const PythonRuntime& py, uintptr_t hint,
+                              pid_t tid, uint64_t* out, int max_frames);
 constexpr uint64_t kPyEntryBit = 1ull << 63;
 constexpr int kMaxPythonFrames = 128;
 constexpr int kPyFrameWords = 3;

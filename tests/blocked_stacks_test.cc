@@ -282,14 +282,25 @@ TEST(BlockedStacks, AThreadThatWakesMidWalkNeverGetsAWrongStack) {
 // A Python thread sleeping in slow_io() from reader_loop(), and a forked
 // worker blocked in os.read() in slow_io() from worker_main(): both show
 // slow_io (with its file) in their off-CPU stacks.
-TEST(BlockedStacks, PythonFunctionsOfABlockedThreadAndWorker) {
-#ifdef DLPROF_UNDER_TSAN
-  GTEST_SKIP() << "TSan's runtime cannot be preloaded into an uninstrumented python3";
-#endif
+// Every process of `run` was served by the collector `place` ("thread", or
+// "process" under DLPROF_COLLECTOR=process).
+void ExpectCollector(const ProfiledRun& run, const std::string& place) {
+  for (const Process& proc : run.profile.processes) {
+    auto it = proc.fields.find("collector");
+    EXPECT_EQ(it == proc.fields.end() ? std::string("thread") : it->second, place)
+        << "pid " << proc.pid << run.Where();
+  }
+}
+
+// blocked_io.py profiled with `env`: a thread and a forked worker block in
+// slow_io(), called by reader_loop() and worker_main().
+void ExpectPythonFunctionsOfABlockedThreadAndWorker(const std::map<std::string, std::string>& env,
+                                                    const std::string& collector) {
   const std::string script = std::string(DLPROF_SOURCE_DIR) + "/tests/python/blocked_io.py";
-  ProfiledRun run = ProfileCommand({testing::kDebianPython, script, "1.5"});
+  ProfiledRun run = ProfileCommand({testing::kDebianPython, script, "1.5"}, 120, "", env);
   ASSERT_EQ(run.result.exit_code, 0) << run.result.out << run.result.err;
   ASSERT_TRUE(run.errors.empty()) << run.errors[0];
+  ExpectCollector(run, collector);
   std::map<int, int64_t> slow_io_ns;  // by pid
   std::map<std::string, int64_t> callers;
   for (const Sample& s : run.profile.samples) {
@@ -325,16 +336,32 @@ TEST(BlockedStacks, PythonFunctionsOfABlockedThreadAndWorker) {
   }
 }
 
-// A torch DataLoader whose workers block in slow_io() inside __getitem__:
-// the verdict calls it I/O-bound and names slow_io, from the blocked
-// stacks (it has almost no CPU samples).
-TEST(BlockedStacks, AnIoBoundDataLoadersCulpritIsTheFunctionItBlocksIn) {
+TEST(BlockedStacks, PythonFunctionsOfABlockedThreadAndWorker) {
 #ifdef DLPROF_UNDER_TSAN
   GTEST_SKIP() << "TSan's runtime cannot be preloaded into an uninstrumented python3";
 #endif
+  ExpectPythonFunctionsOfABlockedThreadAndWorker({}, "thread");
+}
+
+// The same from the collector process: it reads the blocked threads' Python
+// frames from outside (process_vm_readv), under the leaf the kernel reports
+// (no native stack yet: no unwind tables there).
+TEST(BlockedStacks, CollectorProcessReadsThePythonFunctionsOfABlockedThreadAndWorker) {
+#ifdef DLPROF_UNDER_TSAN
+  GTEST_SKIP() << "TSan's runtime cannot be preloaded into an uninstrumented python3";
+#endif
+  ExpectPythonFunctionsOfABlockedThreadAndWorker({{"DLPROF_COLLECTOR", "process"}}, "process");
+}
+
+// A torch DataLoader whose workers block in slow_io() inside __getitem__:
+// the verdict calls it I/O-bound and names slow_io, from the blocked
+// stacks (it has almost no CPU samples).
+void ExpectTheIoBoundDataLoadersCulprit(const std::map<std::string, std::string>& env,
+                                        const std::string& collector) {
   const std::string script = std::string(DLPROF_SOURCE_DIR) + "/tests/python/blocked_dataloader.py";
-  ProfiledRun run = ProfileCommand({testing::kDebianPython, script}, 240);
+  ProfiledRun run = ProfileCommand({testing::kDebianPython, script}, 240, "", env);
   ASSERT_EQ(run.result.exit_code, 0) << run.result.out << run.result.err;
+  ExpectCollector(run, collector);
   const nlohmann::json summary =
       nlohmann::json::parse(ReadFile(run.dir + "/report/summary.json"), nullptr, false);
   ASSERT_TRUE(summary.is_object()) << run.Where();
@@ -347,6 +374,20 @@ TEST(BlockedStacks, AnIoBoundDataLoadersCulpritIsTheFunctionItBlocksIn) {
   EXPECT_EQ(fs[0]["name"], "slow_io");
   EXPECT_EQ(fs[0]["file"], script);
   EXPECT_GE(fs[0]["share"].get<double>(), 0.8);
+}
+
+TEST(BlockedStacks, AnIoBoundDataLoadersCulpritIsTheFunctionItBlocksIn) {
+#ifdef DLPROF_UNDER_TSAN
+  GTEST_SKIP() << "TSan's runtime cannot be preloaded into an uninstrumented python3";
+#endif
+  ExpectTheIoBoundDataLoadersCulprit({}, "thread");
+}
+
+TEST(BlockedStacks, CollectorProcessFindsTheIoBoundDataLoadersCulprit) {
+#ifdef DLPROF_UNDER_TSAN
+  GTEST_SKIP() << "TSan's runtime cannot be preloaded into an uninstrumented python3";
+#endif
+  ExpectTheIoBoundDataLoadersCulprit({{"DLPROF_COLLECTOR", "process"}}, "process");
 }
 
 // A PyTorch training run (bench/python_train.py: DataLoader, two forked

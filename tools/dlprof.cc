@@ -82,7 +82,7 @@ const char* kTopUsage =
     "  DLPROF_MAX_FRAMES=N      deepest native stack recorded, 1-512 (default 128)\n"
     "  DLPROF_AUTO_ANNOTATE=0   do not mark PyTorch's DataLoader by itself (default 1)\n"
     "  DLPROF_COLLECTOR=process preview: the collector as a helper process the program cannot\n"
-    "                           see (no blocked threads' stacks yet; default thread)\n"
+    "                           see (blocked threads: leaf and Python frames; default thread)\n"
     "  DLPROF_CHECK_REUSED_WALKS=1  diagnostic: walk a blocked thread's stack anew even when\n"
     "                           its last walk is known to hold, and count any difference\n"
     "  DLPROF_PY_WAKE=0         diagnostic: no early collector wake for Python code not met yet\n"
