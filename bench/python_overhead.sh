@@ -6,7 +6,9 @@
 # runs alternated (the order rotates each repetition), BENCH_PY_REPS (5)
 # repetitions. Each run's CPU time is /usr/bin/time's user+sys: the whole
 # process tree (python, its threads, dlprof's collector, and the DataLoader
-# workers, which python reaps). Prints, per rate, the medians and the ratio
+# workers, which python reaps), run under bench_reap_all, a child subreaper
+# that reaps every orphan too: dlprof's collector processes
+# (DLPROF_COLLECTOR=process) leave python's tree at their start. Prints, per rate, the medians and the ratio
 # profiled/unprofiled of CPU and wall time: the median of the per-repetition
 # ratios (each profiled run against the unprofiled run of its repetition) and
 # their min-max, and the ratio of the medians. For the profiled runs also the
@@ -25,7 +27,8 @@
 # the cost of the automatic torch.utils.data annotations; "dlprof-fp:100":
 # DLPROF_BACKEND=fp, the frame-pointer unwinder; "dlprof-libunwind:100";
 # "dlprof-posix:100": DLPROF_TIMER=posix, POSIX CPU-time timers instead of
-# perf events), BENCH_PY_EPOCHS (8: ~6 s a run on 2 cores),
+# perf events; "dlprof-process:100": DLPROF_COLLECTOR=process, the collector
+# as a helper process, with frame pointers), BENCH_PY_EPOCHS (8: ~6 s a run on 2 cores),
 # BENCH_PY_PYTHON (/usr/bin/python3).
 set -euo pipefail
 
@@ -44,7 +47,8 @@ train=$here/python_train.py
 lib=$build/core/libdlprof.so
 dlprof=$build/tools/dlprof
 count=$build/bench/bench_count_samples
-for f in "$lib" "$dlprof" "$count" "$python" /usr/bin/time; do
+reap=$build/bench/bench_reap_all
+for f in "$lib" "$dlprof" "$count" "$reap" "$python" /usr/bin/time; do
   [ -e "$f" ] || { echo "python_overhead: missing $f" >&2; exit 1; }
 done
 "$python" -c 'import torch, PIL, numpy' 2>/dev/null ||
@@ -80,17 +84,18 @@ run_one() {
   local tf=$scratch/time log_out=$scratch/train.out dl=$scratch/dl-$rep-$hz
   local samples=NA weighted=NA handler=NA py_share=NA
   if [ "$mode" = none ]; then
-    /usr/bin/time -f "%U %S %e" -o "$tf" env -u LD_PRELOAD -u DLPROF_SAMPLE \
+    /usr/bin/time -f "%U %S %e" -o "$tf" "$reap" env -u LD_PRELOAD -u DLPROF_SAMPLE \
       "$python" "$train" "$epochs" >"$log_out" 2>&1
   else
     rm -rf "$dl"
-    local backend=auto auto_annotate=1 timer=auto
+    local backend=auto auto_annotate=1 timer=auto collector=thread
     [ "$mode" = dlprof-fp ] && backend=fp
+    [ "$mode" = dlprof-process ] && collector=process
     [ "$mode" = dlprof-libunwind ] && backend=libunwind
     [ "$mode" = dlprof-noauto ] && auto_annotate=0
     [ "$mode" = dlprof-posix ] && timer=posix
-    /usr/bin/time -f "%U %S %e" -o "$tf" env DLPROF_SAMPLE=1 DLPROF_HZ="$hz" DLPROF_BACKEND=$backend \
-      DLPROF_TIMER=$timer \
+    /usr/bin/time -f "%U %S %e" -o "$tf" "$reap" env DLPROF_SAMPLE=1 DLPROF_HZ="$hz" \
+      DLPROF_BACKEND=$backend DLPROF_TIMER=$timer DLPROF_COLLECTOR=$collector \
       DLPROF_AUTO_ANNOTATE=$auto_annotate DLPROF_OUT="$dl" LD_PRELOAD="$lib" "$python" "$train" "$epochs" \
       >"$log_out" 2>&1
   fi
