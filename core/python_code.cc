@@ -139,15 +139,7 @@ const MemoryView& PythonCodeReader::OwnMemoryView() {
 }
 
 uint64_t PythonCodeReader::Identity(uintptr_t code) const {
-  const uint32_t name =
-      layout_.code_qualname != kNoOffset ? layout_.code_qualname : layout_.code_name;
-  uintptr_t qualname, filename;
-  uint32_t first_line;
-  if (!memory_.Ptr(code + name, &qualname) || !memory_.Ptr(code + layout_.code_filename, &filename) ||
-      !memory_.U32(code + layout_.code_firstlineno, &first_line)) {
-    return 0;
-  }
-  return MixPyCodeIdentity(qualname, filename, first_line);
+  return PyCodeIdentityIn(memory_, code, layout_);
 }
 
 bool PythonCodeReader::LooksAlive(uintptr_t object, uintptr_t type) const {

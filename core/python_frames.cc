@@ -307,6 +307,10 @@ uint64_t PyCodeIdentity(uintptr_t code, const PythonLayout& L) {
   return CodeIdentity(SafeReads{}, code, L);
 }
 
+uint64_t PyCodeIdentityIn(const MemoryView& memory, uintptr_t code, const PythonLayout& L) {
+  return CodeIdentity(ViewReads{memory}, code, L);
+}
+
 uint64_t MixPyCodeIdentity(uintptr_t qualname, uintptr_t filename, uint32_t first_line) {
   // The file's object mixed in: names are shared ("<module>" by every
   // module's code, an interned "work" by every function of that name), so a

@@ -16,6 +16,7 @@
 
 namespace dlprof {
 
+class MemoryView;
 struct ThreadSlot;
 
 struct PythonRuntime {
@@ -66,7 +67,6 @@ int WalkBlockedPythonFrames(ThreadSlot* slot, pid_t tid, uint64_t* out, int max_
 // `runtime` address set): `hint` is the state the handler last saw for the
 // thread (ThreadSlot::py_tstate), checked as above. The caller checks that
 // the thread did not run meanwhile. Not signal-safe (a MemoryView).
-class MemoryView;
 int WalkBlockedPythonFramesOf(const MemoryView& memory, const PythonRuntime& py, uintptr_t hint,
                               pid_t tid, uint64_t* out, int max_frames);
 constexpr uint64_t kPyEntryBit = 1ull << 63;
@@ -82,6 +82,10 @@ constexpr int kPyFrameWords = 3;
 // This function is safe to call from asynchronous signals (SafeLoads); 0 when
 // they fault.
 uint64_t PyCodeIdentity(uintptr_t code, const PythonLayout& layout);
+
+// The same read through `memory` (this process's or another's). Not
+// signal-safe.
+uint64_t PyCodeIdentityIn(const MemoryView& memory, uintptr_t code, const PythonLayout& layout);
 
 // PyCodeIdentity's value from the three fields, read by the caller (the
 // audit hook reads them with plain loads: it holds the GIL and the code).
