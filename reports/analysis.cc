@@ -500,6 +500,14 @@ void RuntimeNotes(const Process& p, Analysis* a) {
                           " frames " + py->second +
                           "; its stacks show the interpreter's native frames only");
   }
+  // Walked, but the code objects could no longer be read (the collector
+  // process, once the program turned undumpable: "on, names unreadable
+  // from the collector process: ..."): its later frames are unknown.
+  if (auto py = p.fields.find("python_frames");
+      py != p.fields.end() && py->second.rfind("on, ", 0) == 0) {
+    a->warnings.push_back(who + "Python frames " + py->second +
+                          "; the frames of code not named before are \"[unknown python code]\"");
+  }
   auto it = p.fields.find("cpu_sampling");
   if (it != p.fields.end() && it->second.rfind("off", 0) == 0) {
     std::string when;

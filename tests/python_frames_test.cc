@@ -768,6 +768,71 @@ TEST(PythonFrames, CollectorProcessNamesTheDataLoaderWorkersFunctions) {
   ExpectDataLoaderWorkersShowAugmentAndGetitem({{"DLPROF_COLLECTOR", "process"}}, "process");
 }
 
+// A program that turns undumpable (as a setuid drop does), run as an
+// ordinary user under the collector process: the helper, with the user's
+// rights only, may read its memory before the drop and not after. The code
+// it had named stays named; what it meets after is "[unknown python code]"
+// (never another name), and the profile and the report say why. (As root
+// the helper reads on: CAP_SYS_PTRACE.) The library, its helper and the
+// script are copied where the user can read them.
+TEST(PythonFrames, CollectorProcessSaysWhenTheProgramTurnsUndumpable) {
+  RequirePythonWithTorchAndPil();
+  if (HasFatalFailure()) return;
+  if (getuid() != 0) GTEST_SKIP() << "needs root to run the program as nobody (setpriv)";
+  if (access("/usr/bin/setpriv", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/setpriv (util-linux)";
+  PyRun run;
+  run.dir = MakeTempDir("dlprof-undumpable");
+  KeepOnFailure keep(run.dir);
+  ASSERT_EQ(chmod(run.dir.c_str(), 0777), 0);
+  ASSERT_EQ(RunProcess({"/bin/cp", kLib, std::string(DLPROF_BUILD_DIR) + "/core/dlprof-collector",
+                        Script("undumpable.py"), run.dir + "/"})
+                .exit_code,
+            0);
+  const std::string lib = run.dir + "/" + Basename(kLib);
+  // (setpriv itself runs unprofiled: as root it would make the run folder
+  // the user cannot write into.)
+  run.proc = RunProcess({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                         "/usr/bin/env", "DLPROF_SAMPLE=1", "DLPROF_COLLECTOR=process",
+                         "DLPROF_HZ=997", "DLPROF_OUT=" + run.dir + "/out",
+                         "LD_PRELOAD=" + testing::PreloadIntoUninstrumented(lib), kPython,
+                         run.dir + "/undumpable.py"},
+                        PythonEnv(), 60);
+  ASSERT_EQ(run.proc.exit_code, 0) << Show(run.proc);
+  EXPECT_EQ(run.proc.out, "done\n");
+  run.report = RunProcess({kDlprof, "report", run.dir + "/out", "-o", run.dir + "/report"}, {}, 120);
+  ASSERT_EQ(run.report.exit_code, 0) << Show(run.report);
+  std::string error;
+  ReadDlprofFiles(ListRunFiles(run.dir + "/out", &error), &run.raw, &run.raw_errors);
+  ASSERT_EQ(run.raw.processes.size(), 1u) << run.Where();
+  const auto& fields = run.raw.processes[0].fields;
+  EXPECT_EQ(fields.count("collector") ? fields.at("collector") : "", "process") << run.Where();
+  const std::string frames = fields.count("python_frames") ? fields.at("python_frames") : "";
+  EXPECT_EQ(frames.rfind("on, names unreadable from the collector process: process_vm_readv: ", 0),
+            0u)
+      << frames << run.Where();
+  EXPECT_NE(run.report.err.find("names unreadable from the collector process"), std::string::npos)
+      << "the report does not say why:\n" << run.report.err;
+  // Before the drop, named; after it, unknown: its half of the CPU.
+  run.pprof = DecodePprof(run.dir + "/report/profile.pb.gz");
+  ASSERT_EQ(run.pprof.error, "") << run.Where();
+  const int64_t pid = run.raw.processes[0].pid;
+  const FunctionSeen before = Seen(run.pprof, pid, "before_drop");
+  const FunctionSeen after = Seen(run.pprof, pid, "after_drop");
+  int64_t unknown_ns = 0;
+  for (const PSample& s : run.pprof.samples) {
+    for (const PFrame& f : s.frames) {
+      if (f.function && f.function->name == kUnknownPython) {
+        unknown_ns += CpuWeight(run.pprof, s);
+        break;
+      }
+    }
+  }
+  const std::string stacks = TopStacks(run.pprof, pid) + run.Where();
+  EXPECT_GT(before.ns, 300000000) << stacks;
+  EXPECT_EQ(after.samples, 0) << "named after the drop: " << stacks;
+  EXPECT_GT(unknown_ns, 300000000) << stacks;
+}
+
 // --- Robustness -----------------------------------------------------------
 
 int RobustnessSeconds() {
