@@ -230,6 +230,7 @@ class Loop {
         return End(MonotonicNs(), /*final=*/false);
       }
       UseTablesOnceSet();
+      UseExecNotesOnceSet();
       const uint64_t requested = g_mailbox.flush_requested();
       const uint32_t requests = g_mailbox.Take();
       now = MonotonicNs();
@@ -289,9 +290,20 @@ class Loop {
       collector_.SetProcessField("python_frames", "off: the helper knows no CPython " + a_.python);
       return;
     }
-    UseExecNotesAt(const_cast<void*>(ArenaRootOf(ArenaRoot::kExecNotes)));
     UseCodesSeenAt(const_cast<void*>(ArenaRootOf(ArenaRoot::kCodesSeen)));
     collector_.ReadPythonFromOutside(&python_, &memory_);
+    python_on_ = true;
+    UseExecNotesOnceSet();
+  }
+
+  // The audit hook's ring is made when dlprof's Python module installs the
+  // hook, after the helper's start (at its first import): its root is
+  // looked for at every tick until it is set. (Looked for once, at the
+  // start, it was never found: module bodies freed before the first read
+  // came out unknown, and the full ring woke the helper at every exec.)
+  void UseExecNotesOnceSet() {
+    if (!python_on_ || exec_notes_used_) return;
+    exec_notes_used_ = UseExecNotesAt(const_cast<void*>(ArenaRootOf(ArenaRoot::kExecNotes)));
   }
 
   // Once, when reads of the program's memory were refused (it became
@@ -354,6 +366,8 @@ class Loop {
   ProcessMemory memory_;
   PythonRuntime python_;
   bool python_noted_ = false;
+  bool python_on_ = false;        // ReadPythonFromOutside succeeded
+  bool exec_notes_used_ = false;  // the hook's ring is found (UseExecNotesOnceSet)
   Collector collector_;
   bool tables_used_ = false;
   bool ended_for_exec_ = false;

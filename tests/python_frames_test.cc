@@ -608,12 +608,10 @@ TEST(PythonFrames, ImportTimeIsNamedByModule) {
 // body of its class Burner; their CPU must come out under their own frames,
 // with their files, the class body under its module's, within 10% of what
 // they measured. (Without the hook: most of it was "[unknown python code]".)
-TEST(PythonFrames, ModuleAndClassBodiesAreNamedByTheAuditHook) {
-  RequirePythonWithTorchAndPil();
-  if (HasFatalFailure()) return;
+void ExpectModuleAndClassBodiesNamedByTheAuditHook(std::map<std::string, std::string> env) {
+  env["DLPROF_PY_WAKE"] = "0";
   ImportTimeRun it;
-  ASSERT_NO_FATAL_FAILURE(
-      RunImportTime("dlprof-exec-notes", {"40", "5", "5"}, {{"DLPROF_PY_WAKE", "0"}}, &it));
+  ASSERT_NO_FATAL_FAILURE(RunImportTime("dlprof-exec-notes", {"40", "5", "5"}, env, &it));
   const PyRun& run = it.run;
   const std::set<std::string>& files = it.files;
   const double module_s = it.line.value("burn_s", 0.0);
@@ -658,6 +656,22 @@ TEST(PythonFrames, ModuleAndClassBodiesAreNamedByTheAuditHook) {
   // A class body's caller is its module's body, in the same file.
   const FunctionSeen burner = Seen(run.pprof, pid, "Burner");
   EXPECT_EQ(burner.callers, std::set<std::string>{"<module>"}) << got.str();
+}
+
+TEST(PythonFrames, ModuleAndClassBodiesAreNamedByTheAuditHook) {
+  RequirePythonWithTorchAndPil();
+  if (HasFatalFailure()) return;
+  ExpectModuleAndClassBodiesNamedByTheAuditHook({});
+}
+
+// The same from the collector process, which takes the hook's notes from
+// the arena (the ring is made after the helper's start, at the first
+// import: a helper that looked for it once never found it, and every
+// module body came out unknown).
+TEST(PythonFrames, CollectorProcessNamesModuleAndClassBodiesByTheAuditHook) {
+  RequirePythonWithTorchAndPil();
+  if (HasFatalFailure()) return;
+  ExpectModuleAndClassBodiesNamedByTheAuditHook({{"DLPROF_COLLECTOR", "process"}});
 }
 
 // dataloader.py profiled with `env` added (collector `collector`).
