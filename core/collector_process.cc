@@ -324,4 +324,13 @@ void ForgetCollectorProcess() { g_is_process.store(false); }
 
 void NoteChildSubreaper() { g_subreaper_in_program.store(true); }
 
+void NoteIfChildSubreaper() {
+  int subreaper = 0;
+  if (RawSyscall6(SYS_prctl, PR_GET_CHILD_SUBREAPER, reinterpret_cast<long>(&subreaper), 0, 0, 0,
+                  0) == 0 &&
+      subreaper != 0) {
+    NoteChildSubreaper();
+  }
+}
+
 }  // namespace dlprof

@@ -70,6 +70,10 @@ void ForgetCollectorProcess();
 // The program made a process of its a child subreaper (prctl): the helpers
 // its processes spawn from now on would be its children; they get the thread.
 void NoteChildSubreaper();
+// Asks the kernel whether this process is a child subreaper now, and notes
+// it if so (one prctl): before a fork, for the child's helper. Allocates
+// nothing.
+void NoteIfChildSubreaper();
 
 }  // namespace dlprof
 

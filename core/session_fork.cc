@@ -120,6 +120,10 @@ void LockForFork() {
   // walks of the loaded objects (the maps).
   LockLoaderCallsForFork();
   G->fork_seq = G->forks++;
+  // A child's helper is orphaned to this process if it is a child
+  // subreaper, however it became one (a raw prctl syscall passes no
+  // interposer): the child, whose own flag is clear, learns it from here.
+  if (CollectorIsProcess()) NoteIfChildSubreaper();
   // Last: concurrent forks queue on the locks above, and the fence should
   // only cover this fork's own clone.
   FenceSignalHandlers();
