@@ -561,6 +561,14 @@ void AnalyzeProcesses(const Profile& profile, const std::vector<RoleDecision>& r
     ps.hz = p.hz;
     ps.unwinder = p.unwinder;
     ps.timer = p.timer;
+    auto field = [&](const char* key) {
+      auto it = p.fields.find(key);
+      return it == p.fields.end() ? std::string() : it->second;
+    };
+    ps.collector = field("collector");
+    if (ps.collector.empty()) ps.collector = "thread";  // (files before the field)
+    ps.python_frames = field("python_frames");
+    if (ps.collector.rfind("process", 0) == 0) ++a->cost.collector_processes;
     if (p.start_ns > 0) a->start_ns = std::min(a->start_ns, p.start_ns);
     if (p.end_ns > 0) a->end_ns = std::max(a->end_ns, p.end_ns);
     a->cost.samples += p.samples;

@@ -83,9 +83,14 @@ struct ProcessStats {
   bool complete = false;
   std::string end_reason;
   double handler_s = 0;   // time spent in dlprof's signal handler
-  double collector_s = 0;  // CPU time of dlprof's collector thread
+  double collector_s = 0;  // CPU time of dlprof's collector (its thread, or its process)
   int hz = 0;
   std::string unwinder, timer;
+  // Where the collector ran: "thread", "process", or "thread: <why the
+  // process was refused>" (the PROCESS field `collector`); and the Python
+  // frames' state ("on", "off: ...", "on, names unreadable ..."; "" for a
+  // process that is not CPython).
+  std::string collector, python_frames;
 };
 
 // The data workers feeding the training loop. A DataLoader without
@@ -152,11 +157,14 @@ struct ProfilerCost {
   uint64_t samples = 0, dropped = 0;
   double handler_s = 0;
   double handler_fraction = 0;  // handler time / profiled CPU time
-  // The collector threads' CPU time (draining, wall ticks, blocked walks,
+  // The collectors' CPU time (draining, wall ticks, blocked walks,
   // writing), and over the profiled CPU time, which does not include it.
   double collector_s = 0;
   double collector_fraction = 0;
   bool collector_measured = false;  // some process recorded it
+  // Processes whose collector was a process of its own (DLPROF_COLLECTOR=
+  // process), not a thread in them.
+  int collector_processes = 0;
   double distortion = 0;        // from the baseline steps, when measured
   bool distortion_measured = false;
 };

@@ -84,8 +84,10 @@ json AnalysisJson(const Analysis& a) {
                {"complete", p.complete}, {"end", p.end_reason},
                {"command", p.command},   {"hz", p.hz},
                {"unwinder", p.unwinder}, {"timer", p.timer},
-               {"handler_s", Round(p.handler_s)}, {"collector_s", Round(p.collector_s)}};
+               {"handler_s", Round(p.handler_s)}, {"collector_s", Round(p.collector_s)},
+               {"collector", p.collector}};
     if (!p.host.empty()) pj["host"] = p.host;
+    if (!p.python_frames.empty()) pj["python_frames"] = p.python_frames;
     j["processes"].push_back(pj);
   }
   // Workers at a time (what the advice counts) and worker processes over the
@@ -115,6 +117,7 @@ json AnalysisJson(const Analysis& a) {
                    {"collector_s", Round(a.cost.collector_s)},
                    {"collector_fraction", Round(a.cost.collector_fraction)},
                    {"collector_measured", a.cost.collector_measured},
+                   {"collector_processes", a.cost.collector_processes},
                    {"distortion", Round(a.cost.distortion)},
                    {"distortion_measured", a.cost.distortion_measured}};
   j["duration_s"] = Round((a.end_ns - a.start_ns) / 1e9);

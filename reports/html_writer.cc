@@ -374,7 +374,9 @@ json DataJson(const Profile& p, const Analysis& a) {
                  {"handler_s", Round(s.handler_s)},
                  {"collector_s", Round(s.collector_s)},
                  {"unwinder", s.unwinder},
-                 {"timer", s.timer}});
+                 {"timer", s.timer},
+                 {"collector", s.collector}});
+      if (!s.python_frames.empty()) pj["python_frames"] = s.python_frames;
     }
     j["processes"].push_back(std::move(pj));
   }

@@ -118,8 +118,17 @@ class SummaryTextWriter : public ReportWriter {
                 static_cast<unsigned long long>(a.cost.dropped), a.cost.handler_s,
                 100 * a.cost.handler_fraction);
     if (a.cost.collector_measured) {
-      out += Line("  collector thread %.3f s (%.2f%% of profiled CPU time)", a.cost.collector_s,
-                  100 * a.cost.collector_fraction);
+      // Threads in the processes, or processes of their own beside them
+      // (DLPROF_COLLECTOR=process), whose CPU is not the program's.
+      const int processes = a.cost.collector_processes;
+      const int threads = static_cast<int>(a.processes.size()) - processes;
+      std::string where = processes == 0 ? "thread" : threads <= 0 ? "process" : "";
+      if (where.empty()) {
+        where = std::to_string(processes) + " process" + (processes == 1 ? "" : "es") + ", " +
+                std::to_string(threads) + " thread" + (threads == 1 ? "" : "s");
+      }
+      out += Line("  collector (%s) %.3f s (%.2f%% of profiled CPU time)", where.c_str(),
+                  a.cost.collector_s, 100 * a.cost.collector_fraction);
     }
     if (a.cost.distortion_measured) {
       out += Line("  step time profiled / unprofiled baseline - 1 = %+.1f%%", 100 * a.cost.distortion);

@@ -497,7 +497,11 @@
       { h: "Ended", v: function (p) { return p.end || ""; } },
       { h: "Sampling", v: function (p) {
           return (p.hz ? p.hz + " Hz " : "") + [p.mode, p.timer, p.unwinder].filter(Boolean).join(" / ");
-        } }
+        } },
+      // A thread in the process, or a process of its own beside it
+      // (DLPROF_COLLECTOR=process); "thread: why" when the process was refused.
+      { h: "Collector", v: function (p) { return p.collector || ""; } },
+      { h: "Python frames", v: function (p) { return p.python_frames || ""; } }
     ], rows, "processes"));
   }
 
