@@ -169,10 +169,9 @@ constexpr int64_t kMaxWaitCarryNs = 1000000000;
 // With `cpu_ns` not null, also the first field, sum_exec_runtime: the
 // thread's CPU time, which a reader outside the process has no clock for
 // (it matched CLOCK_THREAD_CPUTIME_ID within 0.3%, ARCHITECTURE.md).
-int64_t RunDelay(pid_t pid, pid_t tid, int64_t* cpu_ns = nullptr) {
-  char path[64], buf[96];
-  TaskPath(path, sizeof(path), pid, tid, "schedstat");
-  if (ReadProcFile(path, buf, sizeof(buf)) <= 0) return -1;
+// schedstat's text ("cpu_ns delay_ns slices"): the delay, and the CPU time
+// into *cpu_ns; -1 when it does not parse.
+int64_t ParseSchedstat(char* buf, int64_t* cpu_ns) {
   char* end = nullptr;
   const unsigned long long cpu = strtoull(buf, &end, 10);
   if (end == buf) return -1;
@@ -181,6 +180,13 @@ int64_t RunDelay(pid_t pid, pid_t tid, int64_t* cpu_ns = nullptr) {
   const unsigned long long delay = strtoull(p, &end, 10);
   if (end == p) return -1;
   return static_cast<int64_t>(delay);
+}
+
+int64_t RunDelay(pid_t pid, pid_t tid, int64_t* cpu_ns = nullptr) {
+  char path[64], buf[96];
+  TaskPath(path, sizeof(path), pid, tid, "schedstat");
+  if (ReadProcFile(path, buf, sizeof(buf)) <= 0) return -1;
+  return ParseSchedstat(buf, cpu_ns);
 }
 
 // A MAPS chunk's payload.
@@ -197,7 +203,38 @@ void PutMaps(std::string* p, const std::vector<MapEntry>& maps) {
 
 }  // namespace
 
-int64_t Collector::ReadRunDelay(pid_t tid) { return RunDelay(outside_pid_, tid); }
+int64_t Collector::ReadRunDelay(pid_t tid) {
+  return outside_pid_ != 0 ? OutsideSchedstat(tid, nullptr) : RunDelay(0, tid);
+}
+
+int64_t Collector::OutsideSchedstat(pid_t tid, int64_t* cpu_ns) {
+  int fd = -1;
+  auto it = schedstat_fds_.find(tid);
+  if (it != schedstat_fds_.end()) {
+    fd = it->second;
+  } else {
+    char path[64];
+    TaskPath(path, sizeof(path), outside_pid_, tid, "schedstat");
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    if (schedstat_fds_.size() >= kMaxSchedstatFds) CloseSchedstatFds();
+    schedstat_fds_.emplace(tid, fd);
+  }
+  char buf[96];
+  const ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+  if (n <= 0) {  // the thread is gone (ESRCH): its number may come back as another's
+    close(fd);
+    schedstat_fds_.erase(tid);
+    return -1;
+  }
+  buf[n] = '\0';
+  return ParseSchedstat(buf, cpu_ns);
+}
+
+void Collector::CloseSchedstatFds() {
+  for (const auto& [tid, fd] : schedstat_fds_) close(fd);
+  schedstat_fds_.clear();
+}
 
 void Collector::ExtendRunsTo(int64_t end_ns) {
   for (int i = 0, limit = SlotLimit(); i < limit; ++i) {
@@ -264,10 +301,10 @@ const PythonRuntime* Collector::Python() const {
 // The thread's CPU time: its clock inside the process, its schedstat from
 // outside, which gives its run delay in the same read (*run_delay; left
 // alone inside). -1 when the thread is gone.
-int64_t Collector::ThreadCpuTime(pid_t tid, int64_t* run_delay) const {
+int64_t Collector::ThreadCpuTime(pid_t tid, int64_t* run_delay) {
   if (outside_pid_ != 0) {
     int64_t cpu = -1;
-    *run_delay = RunDelay(outside_pid_, tid, &cpu);
+    *run_delay = OutsideSchedstat(tid, &cpu);
     return *run_delay >= 0 ? cpu : -1;
   }
   timespec ts;
