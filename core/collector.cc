@@ -251,6 +251,21 @@ void Collector::ExtendRunsTo(int64_t end_ns) {
   }
 }
 
+void Collector::ExtendRunToExit(ThreadSlot* s) {
+  // Only a thread some tick has seen has a run (and the state and stage path
+  // that tick saw, which the time after it goes to, as in ExtendRunsTo).
+  const int64_t end = s->exit_ns.load(std::memory_order_relaxed);
+  const int64_t end_cpu = s->exit_cpu_ns.load(std::memory_order_relaxed);
+  if (s->last_cpu_ns < 0 || end_cpu < 0 || end <= s->last_wall_ns) return;
+  const int64_t wall = end - s->last_wall_ns;
+  const int64_t cpu = std::clamp<int64_t>(end_cpu - s->last_cpu_ns, 0, wall);
+  if (s->run_ticks == 0) s->run_ticks = 1;  // a flush since the last tick wrote the run out
+  s->run_wall_ns += wall;
+  s->run_cpu_ns += cpu;
+  s->last_wall_ns = s->run_end_ns = end;
+  s->last_cpu_ns = end_cpu;
+}
+
 void Collector::ReadFromOutside(pid_t pid, OutsideMaps* maps) {
   outside_pid_ = pid;
   outside_maps_ = maps;
@@ -695,6 +710,7 @@ void Collector::Drain() {
     DrainEvents(s);
     if (state == kSlotExited) {
       native_walks_.erase(s);
+      ExtendRunToExit(s);
       EndWallRun(s);
       AddRetiredCounters(s);
 
@@ -736,13 +752,26 @@ bool Collector::SnapshotTick(int64_t now) {
     if (cpu < 0) continue;
     // The run delay now: from outside, read with the CPU time already.
     auto run_delay = [&] { return outside_pid_ != 0 ? outside_delay : ReadRunDelay(tid); };
-    if (s->last_cpu_ns < 0) {  // first sight: a baseline only
-      s->last_cpu_ns = cpu;
-      s->last_wall_ns = now;
-      s->last_run_delay_ns = run_delay();
-      s->last_stage_exits = s->stage_exits.load(std::memory_order_relaxed);
-      moved = true;
-      continue;
+    if (s->last_cpu_ns < 0) {
+      // First sight. A thread that registered itself said when, and its CPU
+      // clock then: this tick measures from there, as from a tick (its run
+      // delay is a first read: its wait so far is not known, and is counted
+      // off-CPU). Any other gets a baseline only.
+      const int64_t born = s->born_ns.load(std::memory_order_relaxed);
+      const int64_t born_cpu = s->born_cpu_ns.load(std::memory_order_relaxed);
+      if (born > now && born_cpu >= 0) continue;  // published after this tick began: the next one
+      if (born >= 0 && born_cpu >= 0 && born_cpu <= cpu) {
+        s->last_cpu_ns = born_cpu;
+        s->last_wall_ns = born;
+        s->last_stage_exits = 0;
+      } else {
+        s->last_cpu_ns = cpu;
+        s->last_wall_ns = now;
+        s->last_run_delay_ns = run_delay();
+        s->last_stage_exits = s->stage_exits.load(std::memory_order_relaxed);
+        moved = true;
+        continue;
+      }
     }
     int64_t wall_delta = now - s->last_wall_ns;
     // A tick at or before this thread's last one: the final tick of a

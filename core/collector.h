@@ -128,6 +128,9 @@ class Collector {
   // tick to the end was lost: up to a slow tick, and more when the
   // collector process itself waited for a core.
   void ExtendRunsTo(int64_t end_ns);
+  // An exited thread's open run, to the time it unregistered (its slot's
+  // exit_ns), with the CPU it used since the last tick.
+  void ExtendRunToExit(ThreadSlot* s);
 
   uint64_t bytes_written() const { return bytes_written_; }
   // Walks of blocked threads' stacks so far, and those dropped (the thread

@@ -153,6 +153,13 @@ void ArmSlot(ThreadSlot* s) {
 // process-wide state; what is per thread (libunwind's trace cache) the
 // thread's first sample builds. Warming every new thread cost ~80 us of CPU
 // per pthread_create, 6-8x a bare create+join (bench/startup.sh).
+// The calling thread's CPU clock, -1 if it cannot be read.
+static int64_t OwnThreadCpuNs() {
+  timespec ts;
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return -1;
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
 ThreadSlot* RegisterCurrentThread(bool prepare, const StackHint* hint) {
   pid_t tid = CurrentTid();
   ThreadSlot* s = ClaimSlot(tid, hint);
@@ -168,6 +175,9 @@ ThreadSlot* RegisterCurrentThread(bool prepare, const StackHint* hint) {
         s->unwind_stack);
   }
   t_tid = tid;
+  // Its wall time counts from here, not from the collector's first tick.
+  s->born_cpu_ns.store(OwnThreadCpuNs(), std::memory_order_relaxed);
+  s->born_ns.store(MonotonicNs(), std::memory_order_relaxed);
   PublishSlot(s);
   t_slot = s;
   if (Armed()) ArmSlot(s);
@@ -188,6 +198,9 @@ void UnregisterThread(void* arg) {
     TimerLock lock;
     G->timer->DisarmThread(&s->timer);
   }
+  // Its wall time runs to here, not to the collector's last tick.
+  s->exit_cpu_ns.store(OwnThreadCpuNs(), std::memory_order_relaxed);
+  s->exit_ns.store(MonotonicNs(), std::memory_order_relaxed);
   s->state.store(kSlotExited, std::memory_order_release);
 }
 

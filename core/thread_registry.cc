@@ -80,6 +80,10 @@ void ResetSlot(ThreadSlot* s) {
   s->dropped_busy.store(0, std::memory_order_relaxed);
   s->handler_ns.store(0, std::memory_order_relaxed);
   s->events_dropped.store(0, std::memory_order_relaxed);
+  s->born_ns.store(-1, std::memory_order_relaxed);
+  s->born_cpu_ns.store(-1, std::memory_order_relaxed);
+  s->exit_ns.store(-1, std::memory_order_relaxed);
+  s->exit_cpu_ns.store(-1, std::memory_order_relaxed);
   s->file_index = -1;
   s->last_cpu_ns = -1;
   s->last_wall_ns = 0;

@@ -82,6 +82,17 @@ struct ThreadSlot {
   std::atomic<uint64_t> dropped_busy{0};
   std::atomic<uint64_t> handler_ns{0};
   std::atomic<uint64_t> events_dropped{0};
+  // Written by the thread itself when it registers (before the slot is
+  // published) and when it unregisters at exit (before the slot is marked
+  // exited): the monotonic time and its CPU clock then, -1 = not known (a
+  // thread registered by another, RegisterExistingThreads). The wall ticks
+  // only measure between a thread's first and last tick; these give the
+  // collector the time before the first and after the last, which a thread
+  // that starts and ends its stage with its life (a feeder thread) lost
+  // every time: up to a tick at each end, and 120 ms of 2 s once when the
+  // collector waited for a core (CpuWait.AThreadThatMostlyWaitsForACore...).
+  std::atomic<int64_t> born_ns{-1}, born_cpu_ns{-1};
+  std::atomic<int64_t> exit_ns{-1}, exit_cpu_ns{-1};
 
   // Collector-only fields (never touched by the handler).
   int file_index = -1;     // thread index in the profile file, -1 = not yet written
