@@ -14,6 +14,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <sys/syscall.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -42,7 +43,16 @@ static void* Sender(void* arg) {
   for (long i = 0; i < sends; ++i) {
     const long before = atomic_load(&g_runs);
     syscall(SYS_tgkill, getpid(), g_main_tid, SIGSEGV);
-    while (atomic_load(&g_runs) == before) {
+    // A short spin (the main thread runs on the other core: the handler
+    // comes within microseconds), then sleeps: a spin alone held the core
+    // the main thread needed to take the signal whenever the two shared one
+    // (a loaded machine), for a time slice per send, and 20,000 sends took
+    // from 9.5 s to over 120 s (the test's limit) with load alone.
+    for (int spins = 0; atomic_load(&g_runs) == before; ++spins) {
+      if (spins >= 2000) {
+        const struct timespec nap = {0, 20000};
+        nanosleep(&nap, NULL);
+      }
     }
   }
   return NULL;
