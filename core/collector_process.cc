@@ -48,6 +48,15 @@ int LockForHelper(const char* lock_path) {
   return -1;
 }
 
+// Whether the kernel says this process is a child subreaper (one raw
+// prctl: no interposer, no allocation).
+bool ChildSubreaperNow() {
+  int subreaper = 0;
+  return RawSyscall6(SYS_prctl, PR_GET_CHILD_SUBREAPER, reinterpret_cast<long>(&subreaper), 0, 0,
+                     0, 0) == 0 &&
+         subreaper != 0;
+}
+
 // This process's helper, for ReopenArenaFromHelper.
 std::atomic<pid_t> g_helper_pid{0};
 
@@ -109,12 +118,7 @@ std::atomic<bool> g_subreaper_in_program{false};
 // child asks it).
 const char* HelperWouldBeOurChild() {
   if (getpid() == 1) return "the process is its PID namespace's init: the helper would be its child";
-  int subreaper = 0;
-  if (RawSyscall6(SYS_prctl, PR_GET_CHILD_SUBREAPER, reinterpret_cast<long>(&subreaper), 0, 0, 0,
-                  0) == 0 &&
-      subreaper != 0) {
-    return "the process is a child subreaper: the helper would be its child";
-  }
+  if (ChildSubreaperNow()) return "the process is a child subreaper: the helper would be its child";
   if (g_subreaper_in_program.load()) {
     return "a process of the program is a child subreaper: the helper would be its child";
   }
@@ -325,12 +329,7 @@ void ForgetCollectorProcess() { g_is_process.store(false); }
 void NoteChildSubreaper() { g_subreaper_in_program.store(true); }
 
 void NoteIfChildSubreaper() {
-  int subreaper = 0;
-  if (RawSyscall6(SYS_prctl, PR_GET_CHILD_SUBREAPER, reinterpret_cast<long>(&subreaper), 0, 0, 0,
-                  0) == 0 &&
-      subreaper != 0) {
-    NoteChildSubreaper();
-  }
+  if (ChildSubreaperNow()) NoteChildSubreaper();
 }
 
 }  // namespace dlprof
