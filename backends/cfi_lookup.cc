@@ -11,25 +11,17 @@
 namespace dlprof {
 namespace cfi_shared {
 
-std::atomic<const CfiSnapshot*> g_snapshot{nullptr};
-std::atomic<int64_t> g_readers{0};
-std::atomic<uint8_t> g_wanted[kCfiMaxObjects];
+CfiSharedState g_own_state{};
+std::atomic<CfiSharedState*> g_state{&g_own_state};
 std::atomic<SharedWants*> g_shared_wants{nullptr};
 std::atomic<bool> g_shared_wants_own{false};
-std::atomic<uint64_t> g_misses{0};
-std::atomic<uint32_t> g_object_misses[kCfiMaxObjects];
-std::atomic<bool> g_tables_wanted{false};
 
 }  // namespace cfi_shared
 
-using cfi_shared::g_misses;
-using cfi_shared::g_object_misses;
-using cfi_shared::g_readers;
+using cfi_shared::CfiSharedState;
 using cfi_shared::g_shared_wants;
 using cfi_shared::g_shared_wants_own;
-using cfi_shared::g_snapshot;
-using cfi_shared::g_tables_wanted;
-using cfi_shared::g_wanted;
+using cfi_shared::State;
 using cfi_shared::kSharedParts;
 using cfi_shared::SharedWants;
 
@@ -87,18 +79,18 @@ CfiFound SearchRows(const CfiRow* rows, uint32_t row_count, const uint32_t* inde
                     uint32_t index_count, uintptr_t offset, uintptr_t granule, CfiRow* row);
 }  // namespace
 
-CfiReadSection::CfiReadSection() {
-  g_readers.fetch_add(1, std::memory_order_seq_cst);
-  snapshot_ = g_snapshot.load(std::memory_order_seq_cst);
+CfiReadSection::CfiReadSection() : state_(&State()) {
+  state_->readers.fetch_add(1, std::memory_order_seq_cst);
+  snapshot_ = state_->snapshot.load(std::memory_order_seq_cst);
 }
 
-CfiReadSection::~CfiReadSection() { g_readers.fetch_sub(1, std::memory_order_seq_cst); }
+CfiReadSection::~CfiReadSection() { state_->readers.fetch_sub(1, std::memory_order_seq_cst); }
 
-void CfiWantTables() { g_tables_wanted.store(true, std::memory_order_relaxed); }
+void CfiWantTables() { State().tables_wanted.store(true, std::memory_order_relaxed); }
 
 CfiFound CfiLookup(const CfiSnapshot* snap, uintptr_t pc, CfiRow* row) {
   if (snap == nullptr) {
-    if (!g_tables_wanted.load(std::memory_order_relaxed)) CfiWantTables();
+    if (!State().tables_wanted.load(std::memory_order_relaxed)) CfiWantTables();
     return CfiFound::kNoObject;
   }
   if (snap->count == 0) return CfiFound::kNoObject;
@@ -118,8 +110,9 @@ CfiFound CfiLookup(const CfiSnapshot* snap, uintptr_t pc, CfiRow* row) {
 namespace {
 
 void CountMiss(uint32_t id) {
-  g_misses.fetch_add(1, std::memory_order_relaxed);
-  if (id < kCfiMaxObjects) g_object_misses[id].fetch_add(1, std::memory_order_relaxed);
+  CfiSharedState& state = State();
+  state.misses.fetch_add(1, std::memory_order_relaxed);
+  if (id < kCfiMaxObjects) state.object_misses[id].fetch_add(1, std::memory_order_relaxed);
 }
 
 CfiFound SearchTables(const CfiSnapshot* snap, uintptr_t pc, CfiRow* row) {
@@ -130,7 +123,10 @@ CfiFound SearchTables(const CfiSnapshot* snap, uintptr_t pc, CfiRow* row) {
     if (snap->objects[mid].lo <= pc) lo = mid; else hi = mid;
   }
   const CfiObject& o = snap->objects[lo];
-  if (pc < o.lo || pc >= o.hi) return CfiFound::kNoObject;
+  if (pc < o.lo || pc >= o.hi) {
+    State().no_object.fetch_add(1, std::memory_order_relaxed);
+    return CfiFound::kNoObject;
+  }
   if (o.rows == nullptr && o.parts != nullptr) {
     const uintptr_t part = (pc - o.lo) >> kCfiPartShift;
     if (part >= o.part_count) return CfiFound::kNoObject;
@@ -139,7 +135,7 @@ CfiFound SearchTables(const CfiSnapshot* snap, uintptr_t pc, CfiRow* row) {
     if (block == nullptr) {
       if (slot.wanted.load(std::memory_order_relaxed) == 0) {
         slot.wanted.store(1, std::memory_order_relaxed);
-        if (o.id < kCfiMaxObjects) g_wanted[o.id].store(1, std::memory_order_relaxed);
+        if (o.id < kCfiMaxObjects) State().wanted[o.id].store(1, std::memory_order_relaxed);
         SharedWants* shared = g_shared_wants.load(std::memory_order_relaxed);
         if (shared != nullptr && !g_shared_wants_own.load(std::memory_order_relaxed) &&
             o.id < kCfiMaxObjects) {
@@ -160,7 +156,7 @@ CfiFound SearchTables(const CfiSnapshot* snap, uintptr_t pc, CfiRow* row) {
   }
   if (o.rows == nullptr) {
     if (o.id < kCfiMaxObjects) {
-      g_wanted[o.id].store(1, std::memory_order_relaxed);
+      State().wanted[o.id].store(1, std::memory_order_relaxed);
       if (SharedWants* shared = g_shared_wants.load(std::memory_order_relaxed)) {
         shared->wanted[o.id].store(1, std::memory_order_relaxed);
       }

@@ -16,12 +16,33 @@
 namespace dlprof {
 namespace cfi_shared {
 
-// The snapshot handlers search, and how many handlers are reading one: an
-// old snapshot is freed only when none is (CfiReadSection).
-extern std::atomic<const CfiSnapshot*> g_snapshot;
-extern std::atomic<int64_t> g_readers;
-// Per object id: a walk landed in it while it had no rows (decode it).
-extern std::atomic<uint8_t> g_wanted[kCfiMaxObjects];
+// What the handler and the tables' maintainer share: the snapshot handlers
+// search, how many handlers are reading one (an old snapshot is freed only
+// when none is: CfiReadSection), and per object id the want flags (a walk
+// landed in it while it had no rows: decode it). In this process's own
+// static memory while the collector is a thread; in the arena's cfi region
+// (backends/cfi_region.h) when a collector process maintains the tables,
+// so that the handler in the program and the maintainer in the helper see
+// the same words.
+struct CfiSharedState {
+  std::atomic<const CfiSnapshot*> snapshot;
+  std::atomic<int64_t> readers;
+  std::atomic<uint8_t> wanted[kCfiMaxObjects];
+  // Frames whose object or part had no rows yet, in all and by object id
+  // (zeroed when an id is reused): where rows came late, for users and tests.
+  std::atomic<uint64_t> misses;
+  std::atomic<uint32_t> object_misses[kCfiMaxObjects];
+  // pcs in no object of the snapshot (a library loaded since it was made,
+  // JIT code): the maintainer outside reads the maps again sooner.
+  std::atomic<uint64_t> no_object;
+  // A walk has run: the maintainer starts working.
+  std::atomic<bool> tables_wanted;
+};
+extern CfiSharedState g_own_state;
+// The state in use: &g_own_state, or the cfi region's (set before any
+// handler can run, CfiUseRegion). One load on the signal path.
+extern std::atomic<CfiSharedState*> g_state;
+inline CfiSharedState& State() { return *g_state.load(std::memory_order_acquire); }
 
 // Want flags shared with this process's fork children (one MAP_SHARED
 // mapping, made by the first CfiMaintain and inherited): a worker whose walk
@@ -41,13 +62,6 @@ struct SharedWants {
 };
 extern std::atomic<SharedWants*> g_shared_wants;
 extern std::atomic<bool> g_shared_wants_own;  // this process made them (false in a fork child)
-
-// Frames whose object or part had no rows yet, in all and by object id
-// (zeroed when an id is reused): where rows came late, for users and tests.
-extern std::atomic<uint64_t> g_misses;
-extern std::atomic<uint32_t> g_object_misses[kCfiMaxObjects];
-// A walk has run: CfiMaintain starts working.
-extern std::atomic<bool> g_tables_wanted;
 
 }  // namespace cfi_shared
 }  // namespace dlprof

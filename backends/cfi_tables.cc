@@ -18,21 +18,19 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backends/cfi_host.h"
+#include "backends/cfi_region.h"
 #include "backends/cfi_shared.h"
 #include "backends/own_memory.h"
 
 namespace dlprof {
 
-using cfi_shared::g_misses;
-using cfi_shared::g_object_misses;
-using cfi_shared::g_readers;
+using cfi_shared::CfiSharedState;
 using cfi_shared::g_shared_wants;
 using cfi_shared::g_shared_wants_own;
-using cfi_shared::g_snapshot;
-using cfi_shared::g_tables_wanted;
-using cfi_shared::g_wanted;
 using cfi_shared::kSharedParts;
 using cfi_shared::SharedWants;
+using cfi_shared::State;
 
 namespace {
 
@@ -57,6 +55,35 @@ constexpr size_t kMaxRowsPerObject = size_t{8} << 20;
 // Objects with more code than this are decoded by parts.
 constexpr uintptr_t kPartedAbove = uintptr_t{4} << kCfiPartShift;
 constexpr uint32_t kPartGranules = 1u << (kCfiPartShift - kCfiIndexShift);
+
+// How the loaded objects are walked in this process (CfiSetObjectIterator).
+std::atomic<CfiObjectIterator> g_iterate{nullptr};
+
+// The default host: this process.
+class OwnHost : public CfiHost {
+ public:
+  bool IterateObjects(int (*callback)(dl_phdr_info*, size_t, void*), void* data) override {
+    if (CfiObjectIterator f = g_iterate.load(std::memory_order_acquire)) return f(callback, data);
+    dl_iterate_phdr(callback, data);
+    return true;
+  }
+  size_t Copy(void* to, uintptr_t from, size_t n) override { return CopyOwnMemory(to, from, n); }
+  void* Map(size_t bytes, bool populate) override {
+    // MAP_POPULATE: one call maps every page, not one fault a page (each
+    // fault costs a trap to the hypervisor on a VM).
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | (populate ? MAP_POPULATE : 0), -1, 0);
+    return p == MAP_FAILED ? nullptr : p;
+  }
+  void Seal(void* at, size_t bytes) override { mprotect(at, bytes, PROT_READ); }
+  void Unmap(void* at, size_t bytes) override { munmap(at, bytes); }
+  bool Quiet(int64_t readers) override { return readers == 0; }
+  bool Outside() const override { return false; }
+};
+OwnHost g_own_host;
+std::atomic<CfiHost*> g_host{&g_own_host};
+CfiHost& Host() { return *g_host.load(std::memory_order_acquire); }
+size_t HostCopy(void* to, uintptr_t from, size_t n) { return Host().Copy(to, from, n); }
 
 // A copy of an object's unwind sections whose 64 KiB chunks are copied in
 // when a part's decode first reads them (CopyFiller): the reservation costs
@@ -88,7 +115,7 @@ class SparseCopy : public CopyFiller {
       if (filled_[c]) continue;
       const size_t off = c << kChunkShift;
       const size_t len = std::min(size_ - off, size_t{1} << kChunkShift);
-      if (CopyOwnMemory(bytes_ + off, lo_ + off, len) != len) return false;
+      if (HostCopy(bytes_ + off, lo_ + off, len) != len) return false;
       filled_[c] = 1;
     }
     *ready_lo = lo_ + (first << kChunkShift);
@@ -124,6 +151,7 @@ struct Record {
   size_t mapped = 0;
   bool present = true;
   bool tried = false;  // decoded, or failed: not tried again
+  bool adopted = false;  // rows and parts from the inherited snapshot: not ours to unmap
   // Decoded by parts: their slots (mmap'd, parts_mapped bytes), each part's
   // rows (own mappings), which were tried, and the copy they read.
   CfiPart* parts = nullptr;
@@ -144,6 +172,11 @@ struct Tables {
   std::vector<Record> records;  // index = id; an unloaded object's id is reused
   uint64_t adds = ~uint64_t{0}, subs = ~uint64_t{0};
   std::vector<Mapping> retired;  // unmapped once no handler reads
+  // A fork child's helper: the snapshot its parent's helper published, whose
+  // rows it adopts for the objects still loaded where they were
+  // (Adopt); never unmapped by this process.
+  const CfiSnapshot* inherited = nullptr;
+  int64_t recheck_parts_until_ns = 0;  // after adopting: wanted parts whose flags went to old ids
   std::vector<Mapping> unpublished;  // rows of unloaded objects the current snapshot still names
   // A part's rows while they are decoded, kept from part to part: a vector
   // of its own was a mapping made, populated and unmapped for each part
@@ -168,10 +201,10 @@ size_t PageRound(size_t n) {
 // Read-only pages holding a copy of `bytes` bytes; nullptr if none.
 const void* MapCopy(const void* data, size_t bytes, size_t* mapped) {
   *mapped = PageRound(bytes == 0 ? 1 : bytes);
-  void* p = mmap(nullptr, *mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return nullptr;
+  void* p = Host().Map(*mapped, /*populate=*/false);
+  if (p == nullptr) return nullptr;
   if (bytes != 0) std::memcpy(p, data, bytes);
-  mprotect(p, *mapped, PROT_READ);
+  Host().Seal(p, *mapped);
   return p;
 }
 
@@ -182,12 +215,8 @@ struct Scanned {
   ExecMapping mapping;
 };
 
-// How the loaded objects are walked (CfiSetObjectIterator).
-std::atomic<CfiObjectIterator> g_iterate{nullptr};
 bool IterateObjects(int (*callback)(dl_phdr_info*, size_t, void*), void* data) {
-  if (CfiObjectIterator f = g_iterate.load(std::memory_order_acquire)) return f(callback, data);
-  dl_iterate_phdr(callback, data);
-  return true;
+  return Host().IterateObjects(callback, data);
 }
 
 bool Describe(const dl_phdr_info* info, Scanned* out) {
@@ -295,7 +324,7 @@ Presence StillLoaded(const Record& r) {
 // session in a process that was exiting.)
 bool CopyObjectMemory(uintptr_t lo, uintptr_t hi, ByteVector* out) {
   out->resize(hi - lo);
-  return CopyOwnMemory(out->data(), lo, out->size()) == out->size();
+  return HostCopy(out->data(), lo, out->size()) == out->size();
 }
 
 // One object's rows, decoded (Decode) and then put in its record under the
@@ -367,16 +396,12 @@ Decoded Decode(const Record& record) {
     const uint32_t granules = (rows.back().pc_offset >> kCfiIndexShift) + 1;
     const size_t row_bytes = rows.size() * sizeof(CfiRow);
     const size_t mapped = PageRound(row_bytes + granules * sizeof(uint32_t));
-    // MAP_POPULATE: one call maps every page, not one fault a page (each
-    // fault costs a trap to the hypervisor on a VM).
-    void* pages = mmap(nullptr, mapped, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-    if (pages == MAP_FAILED) pages = nullptr;
+    void* pages = Host().Map(mapped, /*populate=*/true);
     if (pages != nullptr) {
       std::memcpy(pages, rows.data(), row_bytes);
       FillIndex(rows, 0, granules,
                 reinterpret_cast<uint32_t*>(static_cast<unsigned char*>(pages) + row_bytes));
-      mprotect(pages, mapped, PROT_READ);
+      Host().Seal(pages, mapped);
       out.rows = static_cast<const CfiRow*>(pages);
       out.index = reinterpret_cast<const uint32_t*>(static_cast<const unsigned char*>(pages) +
                                                     rows.size() * sizeof(CfiRow));
@@ -463,8 +488,8 @@ void* CarvePartBlock(Record* r, size_t bytes) {
   size_t size = 0;
   if (r->part_arena_left < bytes) {
     size = std::max(kChunk, PageRound(bytes));
-    fresh = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (fresh == MAP_FAILED) return nullptr;
+    fresh = Host().Map(size, /*populate=*/false);
+    if (fresh == nullptr) return nullptr;
   }
   CommitLock lock;
   if (fresh != nullptr) {
@@ -575,8 +600,9 @@ void RegisterForkHandlersOnce() {
                      // rows, not the time its parent spent decoding them.
                      g_shared_wants_own.store(false, std::memory_order_relaxed);
                      g_stat_decode_ns.store(0, std::memory_order_relaxed);
-                     g_misses.store(0, std::memory_order_relaxed);
-                     for (auto& m : g_object_misses) m.store(0, std::memory_order_relaxed);
+                     CfiSharedState& state = State();
+                     state.misses.store(0, std::memory_order_relaxed);
+                     for (auto& m : state.object_misses) m.store(0, std::memory_order_relaxed);
                    });
   });
 }
@@ -607,7 +633,7 @@ bool Publish(Tables* t) {
   size_t mapped = 0;
   const void* copy = MapCopy(image.data(), bytes, &mapped);
   if (copy == nullptr) return false;
-  g_snapshot.store(static_cast<const CfiSnapshot*>(copy), std::memory_order_seq_cst);
+  State().snapshot.store(static_cast<const CfiSnapshot*>(copy), std::memory_order_seq_cst);
   if (t->current.at != nullptr) t->retired.push_back(t->current);
   t->current = Mapping{copy, mapped};
   return true;
@@ -618,6 +644,8 @@ bool Publish(Tables* t) {
 void CfiSetObjectIterator(CfiObjectIterator iterate) {
   g_iterate.store(iterate, std::memory_order_release);
 }
+
+void CfiSetHost(CfiHost* host) { g_host.store(host, std::memory_order_release); }
 
 void CfiDecodeAllLoaded() {
   g_decode_all.store(true, std::memory_order_relaxed);
@@ -631,8 +659,8 @@ void MakeParts(Record* r) {
   if (r->source.eh_frame_hdr == 0 || r->hi - r->lo <= kPartedAbove) return;
   const uint32_t count = static_cast<uint32_t>(((r->hi - r->lo - 1) >> kCfiPartShift) + 1);
   const size_t mapped = PageRound(count * sizeof(CfiPart));
-  void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return;  // decoded whole, then
+  void* p = Host().Map(mapped, /*populate=*/false);
+  if (p == nullptr) return;  // decoded whole, then
   r->parts = static_cast<CfiPart*>(p);  // zero-filled: no rows, not wanted
   r->part_count = count;
   r->parts_mapped = mapped;
@@ -690,7 +718,7 @@ bool DecodeOnePart(Record* r, uint32_t part, bool* whole_decoded) {
 bool DecodeWantedParts(Record* r, size_t id) {
   const Presence presence = StillLoaded(*r);
   if (presence == Presence::kLoaderBusy) {
-    if (id < static_cast<size_t>(kCfiMaxObjects)) g_wanted[id].store(1, std::memory_order_relaxed);
+    if (id < static_cast<size_t>(kCfiMaxObjects)) State().wanted[id].store(1, std::memory_order_relaxed);
     return false;
   }
   if (presence == Presence::kGone) return false;  // the next scan drops it
@@ -700,6 +728,42 @@ bool DecodeWantedParts(Record* r, size_t id) {
     DecodeOnePart(r, part, &whole);
   }
   return whole;
+}
+
+// A fork child's collector process: the rows its parent's helper had built
+// for this object, when the snapshot the child inherited (with the arena's
+// copy) has it at the same place. The rows are in the child's copy of the
+// region, so they are its own; they were built from the same bytes.
+bool Adopt(Tables* t, Record* r) {
+  const CfiSnapshot* s = t->inherited;
+  if (s == nullptr) return false;
+  for (uint32_t i = 0; i < s->count; ++i) {
+    const CfiObject& o = s->objects[i];
+    if (o.lo != r->lo || o.hi != r->hi || o.base != r->source.base) continue;
+    if (o.rows == nullptr && o.parts == nullptr) return false;
+    r->adopted = true;
+    if (o.rows != nullptr) {
+      r->rows = o.rows;
+      r->index = o.index;
+      r->row_count = o.row_count;
+      r->index_count = o.index_count;
+      r->tried = true;
+      return true;
+    }
+    r->parts = o.parts;
+    r->part_count = o.part_count;
+    r->part_tried.assign(o.part_count, 0);
+    for (uint32_t p = 0; p < o.part_count; ++p) {
+      if (o.parts[p].rows.load(std::memory_order_acquire) != nullptr) r->part_tried[p] = 1;
+    }
+    g_stat_parts.fetch_add(o.part_count, std::memory_order_relaxed);
+    // The handler's asks for parts went to the parent's object ids until
+    // this helper's first snapshot: its parts' own flags are looked at for
+    // a while whatever the object's flag says.
+    t->recheck_parts_until_ns = NowNs() + 1000000000;
+    return true;
+  }
+  return false;
 }
 
 // The parts this process's fork children asked for (SharedWants::parts).
@@ -714,18 +778,29 @@ void TakeChildrensParts(Tables* t, SharedWants* shared) {
     Record& r = t->records[id];
     if (!r.present || r.parts == nullptr || part >= r.part_count) continue;
     r.parts[part].wanted.store(1, std::memory_order_relaxed);
-    g_wanted[id].store(1, std::memory_order_relaxed);
+    State().wanted[id].store(1, std::memory_order_relaxed);
   }
 }
 
 void MaintainOnce() {
   if (g_tables == nullptr) {
     auto* fresh = new Tables;
+    // Outside, a snapshot already there is the parent's (a fork child).
+    if (Host().Outside()) fresh->inherited = State().snapshot.load(std::memory_order_acquire);
+    if (fresh->inherited != nullptr) {
+      // The counts came with the copy: the child's own from here (the
+      // thread's atfork child handler does the same).
+      CfiSharedState& state = State();
+      state.misses.store(0, std::memory_order_relaxed);
+      for (auto& m : state.object_misses) m.store(0, std::memory_order_relaxed);
+    }
     CommitLock lock;
     g_tables = fresh;
   }
   Tables* t = g_tables;
-  if (g_shared_wants.load(std::memory_order_relaxed) == nullptr) {
+  // (Outside, a fork child's helper starts from its parent's rows in the
+  // arena's copy instead.)
+  if (!Host().Outside() && g_shared_wants.load(std::memory_order_relaxed) == nullptr) {
     void* page = mmap(nullptr, sizeof(SharedWants), PROT_READ | PROT_WRITE,
                       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (page != MAP_FAILED) {  // zero-filled: no flag set
@@ -786,14 +861,14 @@ void MaintainOnce() {
         r.hi = s.hi;
         r.source = s.source;
         r.mapping = s.mapping;
-        MakeParts(&r);
+        if (!Adopt(t, &r)) MakeParts(&r);
         NameObject(free_id, r.name);
         if (free_id < t->records.size()) {
           t->records[free_id] = std::move(r);
           seen[free_id] = true;
           if (free_id < static_cast<size_t>(kCfiMaxObjects)) {
-            g_wanted[free_id].store(0, std::memory_order_relaxed);
-            g_object_misses[free_id].store(0, std::memory_order_relaxed);
+            State().wanted[free_id].store(0, std::memory_order_relaxed);
+            State().object_misses[free_id].store(0, std::memory_order_relaxed);
             if (own_shared != nullptr) {
               own_shared->wanted[free_id].store(0, std::memory_order_relaxed);
             }
@@ -814,9 +889,12 @@ void MaintainOnce() {
       ++t->unloads;       // and cached rows of its addresses are stale
       NoteUnloaded(id, r);
       // Unmapped only after a snapshot without it is out: the current one
-      // still points at them.
-      if (r.rows != nullptr) t->unpublished.push_back(Mapping{r.rows, r.mapped});
-      if (r.parts != nullptr) t->unpublished.push_back(Mapping{r.parts, r.parts_mapped});
+      // still points at them. (Adopted rows stay: their size is the
+      // parent's to know.)
+      if (r.rows != nullptr && !r.adopted) t->unpublished.push_back(Mapping{r.rows, r.mapped});
+      if (r.parts != nullptr && !r.adopted) {
+        t->unpublished.push_back(Mapping{r.parts, r.parts_mapped});
+      }
       t->unpublished.insert(t->unpublished.end(), r.part_blocks.begin(), r.part_blocks.end());
       UncountRows(&r);  // the stats are of what is loaded
       r.rows = nullptr;
@@ -831,6 +909,7 @@ void MaintainOnce() {
   if (own_shared != nullptr) TakeChildrensParts(t, own_shared);
   int present = 0;
   const bool decode_all = g_decode_all.load(std::memory_order_relaxed);
+  const bool recheck_adopted = t->recheck_parts_until_ns != 0 && NowNs() < t->recheck_parts_until_ns;
   // Only this thread changes the records, so reading them needs no lock.
   for (size_t id = 0; id < t->records.size(); ++id) {
     if (!t->records[id].present) continue;
@@ -838,8 +917,10 @@ void MaintainOnce() {
     if (t->records[id].tried) continue;
     // Read before they are cleared: an exchange of every flag of a torch
     // process's ~300 objects, at every tick, was ~600 atomic writes.
-    bool wanted = g_wanted[id].load(std::memory_order_relaxed) != 0 &&
-                  g_wanted[id].exchange(0, std::memory_order_relaxed) != 0;
+    std::atomic<uint8_t>* want = &State().wanted[id];
+    bool wanted = want->load(std::memory_order_relaxed) != 0 &&
+                  want->exchange(0, std::memory_order_relaxed) != 0;
+    if (recheck_adopted && t->records[id].adopted && t->records[id].parts != nullptr) wanted = true;
     if (own_shared != nullptr && id < static_cast<size_t>(kCfiMaxObjects) &&
         own_shared->wanted[id].load(std::memory_order_relaxed) != 0 &&
         own_shared->wanted[id].exchange(0, std::memory_order_relaxed) != 0) {
@@ -852,7 +933,7 @@ void MaintainOnce() {
     }
     const Decoded d = DecodeOrNothing(t->records[id]);
     if (d.loader_busy) {
-      if (wanted) g_wanted[id].store(1, std::memory_order_relaxed);
+      if (wanted) want->store(1, std::memory_order_relaxed);
       continue;
     }
     CommitLock lock;
@@ -864,9 +945,9 @@ void MaintainOnce() {
     CommitLock lock;
     PublishAndRetire(t);
   }
-  if (!t->retired.empty() && g_readers.load(std::memory_order_seq_cst) == 0) {
+  if (!t->retired.empty() && Host().Quiet(State().readers.load(std::memory_order_seq_cst))) {
     CommitLock lock;
-    for (const Mapping& m : t->retired) munmap(const_cast<void*>(m.at), m.size);
+    for (const Mapping& m : t->retired) Host().Unmap(const_cast<void*>(m.at), m.size);
     t->retired.clear();
   }
 }
@@ -904,7 +985,7 @@ bool CfiDecodeNow(uintptr_t pc) {
 }
 
 void CfiMaintain() {
-  if (!g_tables_wanted.load(std::memory_order_relaxed)) return;
+  if (!State().tables_wanted.load(std::memory_order_relaxed)) return;
   g_maintainer.store(pthread_self(), std::memory_order_relaxed);
   RegisterForkHandlersOnce();
   try {
@@ -929,14 +1010,14 @@ CfiStats CfiTableStats() {
   s.rows = g_stat_rows.load(std::memory_order_relaxed);
   s.bytes = g_stat_bytes.load(std::memory_order_relaxed);
   s.decode_ns = g_stat_decode_ns.load(std::memory_order_relaxed);
-  s.misses = g_misses.load(std::memory_order_relaxed);
+  s.misses = State().misses.load(std::memory_order_relaxed);
   s.skipped_fdes = g_stat_skipped.load(std::memory_order_relaxed);
   s.parts = g_stat_parts.load(std::memory_order_relaxed);
   s.parts_decoded = g_stat_parts_decoded.load(std::memory_order_relaxed);
   {
     LeafLock lock;
     for (size_t id = 0; g_names != nullptr && id < g_names->size(); ++id) {
-      const uint32_t n = g_object_misses[id].load(std::memory_order_relaxed);
+      const uint32_t n = State().object_misses[id].load(std::memory_order_relaxed);
       if (n != 0 && !(*g_names)[id].empty()) s.missed_in.emplace_back((*g_names)[id], n);
     }
   }

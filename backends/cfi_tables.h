@@ -46,6 +46,10 @@
 
 namespace dlprof {
 
+namespace cfi_shared {
+struct CfiSharedState;
+}  // namespace cfi_shared
+
 // How CfiMaintain walks the loaded objects: calls `callback` as
 // dl_iterate_phdr() would, or returns false without calling it when the
 // loader is busy (the tables then try again at the next tick). The runtime
@@ -114,6 +118,7 @@ class CfiReadSection {
   const CfiSnapshot* snapshot() const { return snapshot_; }
 
  private:
+  cfi_shared::CfiSharedState* state_;
   const CfiSnapshot* snapshot_;
 };
 

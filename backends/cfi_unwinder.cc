@@ -23,6 +23,7 @@
 #include <limits>
 
 #include "backends/backend_factories.h"
+#include "backends/cfi_region.h"
 #include "backends/cfi_unwinder.h"
 #include "backends/cfi_tables.h"
 #include "backends/stack_reader.h"
@@ -203,6 +204,10 @@ std::atomic<uint64_t> g_deferred_count{0}, g_finished_count{0}, g_no_slot_count{
 
 void MapDeferredWalks() {
   if (g_deferred.load(std::memory_order_acquire) != nullptr) return;
+  // A collector process maintains the tables: no collector here would
+  // finish a walk left to it (the frame without rows is walked by frame
+  // pointer, and asks for them).
+  if (CfiActiveRegion() != nullptr) return;
   void* p = mmap(nullptr, sizeof(DeferredWalk) * kCfiDeferredWalks, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) return;  // walks are never deferred, then

@@ -19,10 +19,14 @@
 #include <cstdio>
 #include <cstring>
 #include <algorithm>
+#include <memory>
 #include <new>
 #include <string>
 #include <utility>
 
+#include "backends/cfi_host.h"
+#include "backends/cfi_region.h"
+#include "backends/cfi_tables.h"
 #include "core/annotations.h"
 #include "core/collector.h"
 #include "core/memory_view.h"
@@ -30,6 +34,7 @@
 #include "core/python_codes_seen.h"
 #include "core/python_exec_notes.h"
 #include "core/python_frames.h"
+#include "core/remote_cfi.h"
 #include "core/remote_maps.h"
 #include "core/session_state.h"
 #include "core/shared_arena.h"
@@ -208,6 +213,7 @@ class Loop {
   int Run() {
     maps_.Prime();
     collector_.ReadFromOutside(a_.pid, &maps_);
+    UseCfiRegion();
     for (const auto& [key, value] : a_.fields) collector_.SetProcessField(key, value);
     ReadPythonFromOutside();
     collector_.set_file_pending(true);
@@ -231,6 +237,9 @@ class Loop {
       }
       UseTablesOnceSet();
       UseExecNotesOnceSet();
+      // The unwind tables the program's handler asked for, before the
+      // tick's walks of blocked threads use them.
+      if (cfi_host_ != nullptr && !gone) CfiMaintain();
       const uint64_t requested = g_mailbox.flush_requested();
       const uint32_t requests = g_mailbox.Take();
       now = MonotonicNs();
@@ -245,7 +254,10 @@ class Loop {
       // own, as with the thread.
       if (requests & kRequestRearm) ended_for_exec_ = false;  // the exec failed
       const bool exec_end = (requests & kRequestExecEnd) != 0;
-      if (exec_end) collector_.SetProcessField("end", "exec");
+      if (exec_end) {
+        NoteCfiState();
+        collector_.SetProcessField("end", "exec");
+      }
       if (exec_end && collector_.file_pending()) {
         // Exec'd before its file was made (a shell's fork and exec): none,
         // as with the thread; the new image makes its own.
@@ -282,6 +294,25 @@ class Loop {
   }
 
  private:
+  // The program's cfi tables: built here, into the arena's region, when the
+  // program made one (backends/cfi_region.h).
+  void UseCfiRegion() {
+    auto* region = static_cast<CfiRegion*>(const_cast<void*>(ArenaRootOf(ArenaRoot::kCfi)));
+    if (region == nullptr || !CfiUseRegion(region)) return;
+    cfi_host_ = std::make_unique<RemoteCfiHost>(a_.pid, region);
+    CfiSetHost(cfi_host_.get());
+    collector_.ReadStacksFromOutside();
+  }
+
+  // What the tables came to, as the thread's unwinder says it.
+  void NoteCfiState() {
+    if (cfi_host_ == nullptr) return;
+    collector_.SetProcessField(
+        "unwinder_state", DescribeCfiStats(CfiTableStats()) + "; built by the collector process (" +
+                              std::to_string(cfi_host_->heap_in_use() >> 10) + " KiB of the arena, " +
+                              std::to_string(cfi_host_->scans()) + " reads of the objects)");
+  }
+
   // A CPython program: its code objects are read through process_vm_readv,
   // its audit hook's notes and the map of codes met are the arena's.
   void ReadPythonFromOutside() {
@@ -303,7 +334,10 @@ class Loop {
   // came out unknown, and the full ring woke the helper at every exec.)
   void UseExecNotesOnceSet() {
     if (!python_on_ || exec_notes_used_) return;
-    exec_notes_used_ = UseExecNotesAt(const_cast<void*>(ArenaRootOf(ArenaRoot::kExecNotes)));
+    // (Made since the tick's look at the arena: its extent is mapped first.)
+    const void* ring = ArenaRootOf(ArenaRoot::kExecNotes);
+    if (ring == nullptr || !ArenaReadable(ring, 1)) return;
+    exec_notes_used_ = UseExecNotesAt(const_cast<void*>(ring));
   }
 
   // Once, when reads of the program's memory were refused (it became
@@ -324,7 +358,8 @@ class Loop {
 
   void UseTablesOnceSet() {
     if (tables_used_) return;
-    if (const void* tables = ArenaRootOf(ArenaRoot::kAnnotations)) {
+    if (const void* tables = ArenaRootOf(ArenaRoot::kAnnotations); tables != nullptr &&
+                                                                   ArenaReadable(tables, 1)) {
       UseAnnotationTablesAt(const_cast<void*>(tables));
       tables_used_ = true;
     }
@@ -355,6 +390,7 @@ class Loop {
       collector_.ExtendRunsTo(end_ns);
       now = end_ns;
     }
+    NoteCfiState();
     collector_.SetProcessField("end", end);
     collector_.Finish(now);
     g_state.Apply(PhaseEvent::kEndWritten);
@@ -362,6 +398,7 @@ class Loop {
   }
 
   const CollectorProcessArgs& a_;
+  std::unique_ptr<RemoteCfiHost> cfi_host_;
   ProgramMaps maps_;
   ProcessMemory memory_;
   PythonRuntime python_;

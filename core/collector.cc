@@ -6,6 +6,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -26,12 +27,43 @@
 #include "core/python_exec_notes.h"
 #include "core/python_frames.h"
 #include "core/safe_load.h"
+#include "core/shared_arena.h"
 #include "core/signal_handler.h"
 #include "core/stderr_lines.h"
 #include "core/varint.h"
 
 namespace dlprof {
 namespace {
+
+// [from, from + n) of process `pid`'s memory, by process_vm_readv: the bytes
+// copied before the first that could not be read.
+size_t CopyOutside(pid_t pid, void* to, uintptr_t from, size_t n) {
+  size_t done = 0;
+  while (done < n) {
+    iovec local{static_cast<char*>(to) + done, n - done};
+    iovec remote{reinterpret_cast<void*>(from + done), n - done};
+    const ssize_t got = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    done += static_cast<size_t>(got);
+  }
+  return done;
+}
+
+// The words at `addresses` of process `pid`, in one system call (one remote
+// piece each); false unless every one was read.
+bool CopyWordsOutside(pid_t pid, const uintptr_t* addresses, int count, uintptr_t* out) {
+  if (count <= 0) return true;
+  iovec remote[kCfiWalkTraceReads];
+  if (count > kCfiWalkTraceReads) return false;
+  for (int i = 0; i < count; ++i) remote[i] = iovec{reinterpret_cast<void*>(addresses[i]), 8};
+  iovec local{out, static_cast<size_t>(count) * 8};
+  ssize_t got;
+  do {
+    got = process_vm_readv(pid, &local, 1, remote, static_cast<unsigned long>(count), 0);
+  } while (got < 0 && errno == EINTR);
+  return got == static_cast<ssize_t>(count) * 8;
+}
 
 void PutU32(std::string* out, uint32_t v) {
   for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
@@ -271,42 +303,12 @@ void Collector::ReadFromOutside(pid_t pid, OutsideMaps* maps) {
   outside_maps_ = maps;
 }
 
+void Collector::ReadStacksFromOutside() { outside_stacks_ = outside_pid_ != 0; }
+
 void Collector::ReadPythonFromOutside(const PythonRuntime* python, const MemoryView* memory) {
   outside_python_ = python;
   outside_memory_ = memory;
   py_codes_.SetMemory(memory);
-}
-
-uint32_t Collector::WalkBlockedFromOutside(ThreadSlot* s, pid_t tid, uintptr_t pc, int64_t cpu_ns,
-                                           bool* rewalk) {
-  *rewalk = false;
-  const int64_t start = MonotonicNs();
-  ++blocked_walks_;
-  uint64_t py[kPyFrameWords * kMaxPythonFrames];
-  const int m = outside_python_ != nullptr && outside_memory_ != nullptr
-                    ? WalkBlockedPythonFramesOf(*outside_memory_, *outside_python_,
-                                                s->py_tstate.load(std::memory_order_relaxed), tid,
-                                                py, kMaxPythonFrames)
-                    : 0;
-  // Whether it stayed in the call all along (WalkBlocked says why).
-  int64_t delay = -1;
-  const bool same = ThreadCpuTime(tid, &delay) == cpu_ns;
-  uint32_t id = 0;
-  if (!same) {
-    ++blocked_walks_dropped_;
-    *rewalk = true;
-  } else if (pc != 0 || m > 0) {
-    uint64_t words[1 + kMaxPythonFrames];
-    int n = 0;
-    if (pc != 0) words[n++] = pc;
-    for (int i = 0; i < m; ++i) {
-      const uint64_t* f = py + kPyFrameWords * i;
-      words[n++] = py_codes_.FrameWord(*outside_python_, f[0], f[1], f[2], start);
-    }
-    id = InternStack(words, static_cast<uint32_t>(n));
-  }
-  blocked_walk_ns_ += static_cast<uint64_t>(MonotonicNs() - start);
-  return id;
 }
 
 const PythonRuntime* Collector::Python() const {
@@ -327,6 +329,52 @@ int64_t Collector::ThreadCpuTime(pid_t tid, int64_t* run_delay) {
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
+// The Python frames of blocked thread `s` (into py, kPyFrameWords each):
+// read in place, or through the program's memory from outside.
+int Collector::BlockedPythonFrames(ThreadSlot* s, pid_t tid, uint64_t* py) {
+  if (outside_pid_ == 0) {
+    return Python() != nullptr ? WalkBlockedPythonFrames(s, tid, py, kMaxPythonFrames) : 0;
+  }
+  if (outside_python_ == nullptr || outside_memory_ == nullptr) return 0;
+  return WalkBlockedPythonFramesOf(*outside_memory_, *outside_python_,
+                                   s->py_tstate.load(std::memory_order_relaxed), tid, py,
+                                   kMaxPythonFrames);
+}
+
+// Whether the thread stayed in the call all along: not a nanosecond of CPU
+// since `cpu_ns` (WalkBlocked says why).
+bool Collector::CpuUnchanged(pid_t tid, int64_t cpu_ns) {
+  if (outside_pid_ == 0) return ThreadCpuNs(tid) == cpu_ns;
+  int64_t delay = -1;
+  return ThreadCpuTime(tid, &delay) == cpu_ns;
+}
+
+// A blocked thread's stack without a native walk: the leaf `pc` the kernel
+// reports (0: none) and the thread's Python frames (from outside without
+// the helper's unwind tables, or without the thread's registers).
+uint32_t Collector::WalkBlockedLeaf(ThreadSlot* s, pid_t tid, uintptr_t pc, int64_t cpu_ns,
+                                    int64_t start, bool* rewalk) {
+  uint64_t py[kPyFrameWords * kMaxPythonFrames];
+  const int m = BlockedPythonFrames(s, tid, py);
+  uint32_t id = 0;
+  if (!CpuUnchanged(tid, cpu_ns)) {
+    ++blocked_walks_dropped_;
+    *rewalk = true;
+  } else if (pc != 0 || m > 0) {
+    uint64_t words[1 + kMaxPythonFrames];
+    int n = 0;
+    if (pc != 0) words[n++] = pc;
+    const PythonRuntime* python = Python();
+    for (int i = 0; i < m; ++i) {
+      const uint64_t* f = py + kPyFrameWords * i;
+      words[n++] = py_codes_.FrameWord(*python, f[0], f[1], f[2], start);
+    }
+    id = InternStack(words, static_cast<uint32_t>(n));
+  }
+  blocked_walk_ns_ += static_cast<uint64_t>(MonotonicNs() - start);
+  return id;
+}
+
 Collector::StackCopy::~StackCopy() {
   if (data != nullptr) munmap(data, kBlockedStackCopyBytes);
 }
@@ -338,8 +386,14 @@ uint32_t Collector::WalkBlocked(ThreadSlot* s, pid_t tid, uintptr_t sp, uintptr_
   ++blocked_walks_;
   // The native stack: the last walk's (NativeWalk), or walked over a copy
   // of [sp, top) of the thread's own stack (or the signal stack it runs
-  // on): CopyOwnMemory fails or stops short where memory is gone (the
-  // thread exited meanwhile) instead of faulting.
+  // on): the copy fails or stops short where memory is gone (the thread
+  // exited meanwhile) instead of faulting. From outside, only with the
+  // cfi tables the helper builds (ReadStacksFromOutside); else the leaf pc
+  // alone.
+  const bool outside = outside_pid_ != 0;
+  if (sp == 0 || pc == 0 || (outside && !outside_stacks_)) {
+    return WalkBlockedLeaf(s, tid, pc, cpu_ns, start, rewalk);
+  }
   std::unique_ptr<NativeWalk>& last = native_walks_[s];
   if (last == nullptr) last = std::make_unique<NativeWalk>();
   NativeWalk* w = last.get();
@@ -375,7 +429,8 @@ uint32_t Collector::WalkBlocked(ThreadSlot* s, pid_t tid, uintptr_t sp, uintptr_
       }
       if (stack_copy_.data != nullptr) {
         const size_t want = std::min<uintptr_t>(hi - lo, kBlockedStackCopyBytes);
-        copied = CopyOwnMemory(stack_copy_.data, lo, want);
+        copied = outside ? CopyOutside(outside_pid_, stack_copy_.data, lo, want)
+                         : CopyOwnMemory(stack_copy_.data, lo, want);
       }
     }
     const CopiedStack copy{lo, stack_copy_.data, copied};
@@ -390,10 +445,10 @@ uint32_t Collector::WalkBlocked(ThreadSlot* s, pid_t tid, uintptr_t sp, uintptr_
       differs = walked != n || !std::equal(w->pcs, w->pcs + n, into->pcs);
     }
   }
-  // The Python frames, read in place (SafeLoads).
+  // The Python frames, read in place (SafeLoads) or from outside.
   uint64_t py[kPyFrameWords * kMaxPythonFrames];
   const PythonRuntime* python = Python();
-  const int m = python != nullptr ? WalkBlockedPythonFrames(s, tid, py, kMaxPythonFrames) : 0;
+  const int m = BlockedPythonFrames(s, tid, py);
   // Whether the thread stayed in the call all along: not a nanosecond of
   // CPU since the tick's clock read, which came before the read of its
   // call, sp and pc (a thread that wakes and blocks again at the same
@@ -402,7 +457,7 @@ uint32_t Collector::WalkBlocked(ThreadSlot* s, pid_t tid, uintptr_t sp, uintptr_
   // its stack may have changed under the walk, and none is better than a
   // wrong one. (The call, sp and pc read again after the walk added nothing
   // to this, for a second /proc read per walk.)
-  const bool same = ThreadCpuNs(tid) == cpu_ns;
+  const bool same = CpuUnchanged(tid, cpu_ns);
   if (same && differs) ++blocked_walks_reuse_mismatched_;
   uint32_t id = 0;
   if (!same || n <= 0) {
@@ -429,6 +484,11 @@ bool Collector::SameNativeWalk(const NativeWalk& w, uintptr_t sp, uintptr_t pc) 
     return false;
   }
   const int n = w.trace.reads;
+  if (outside_pid_ != 0) {
+    uintptr_t now[kCfiWalkTraceReads];
+    return CopyWordsOutside(outside_pid_, w.trace.addr, n, now) &&
+           std::equal(now, now + n, w.trace.value);
+  }
   if (SafeLoadsAllowed()) {  // a Python process: in place, no system call
     bool same = true;
     OpenFaultsForSafeLoads();  // on the collector, which blocks every signal
@@ -616,9 +676,17 @@ bool Collector::StackWords(uint32_t id, std::vector<uint64_t>* words) const {
   return false;
 }
 
+bool Collector::RingReadable(const WordRing& ring) {
+  if (!ring.ready()) return false;
+  if (outside_pid_ == 0 || rings_mapped_.count(ring.data()) != 0) return true;
+  if (!ArenaReadable(ring.data(), ring.bytes())) return false;
+  rings_mapped_.insert(ring.data());
+  return true;
+}
+
 void Collector::DrainSamples(ThreadSlot* s, bool now) {
   WordRing& ring = s->samples;
-  if (!ring.ready()) return;
+  if (!RingReadable(ring)) return;
   uint64_t pos = ring.ReadPos();
   const uint64_t end = ring.ReadableEnd();
   uint64_t pcs[kMaxFrames + kMaxPythonFrames];
@@ -677,7 +745,7 @@ void Collector::DrainSamples(ThreadSlot* s, bool now) {
 
 void Collector::DrainEvents(ThreadSlot* s) {
   WordRing& ring = s->events;
-  if (!ring.ready()) return;
+  if (!RingReadable(ring)) return;
   uint64_t pos = ring.ReadPos();
   const uint64_t end = ring.ReadableEnd();
   while (pos + 2 <= end) {
@@ -842,13 +910,9 @@ bool Collector::SnapshotTick(int64_t now) {
           state = blocked.state;
           // Its stack, walked from the sp and pc the kernel reports: the
           // thread is never signalled (that would end its sleep with EINTR).
-          // (From outside, its leaf and Python frames only: no unwind
-          // tables there yet, phase 4.)
-          if (state != 0 && blocked.regs && outside_pid_ == 0) {
-            stack = WalkBlocked(s, tid, blocked.sp, blocked.pc, cpu, &s->blocked_rewalk);
-          } else if (state != 0 && outside_pid_ != 0) {
-            stack = WalkBlockedFromOutside(s, tid, blocked.regs ? blocked.pc : 0, cpu,
-                                           &s->blocked_rewalk);
+          if (state != 0 && (blocked.regs || outside_pid_ != 0)) {
+            stack = WalkBlocked(s, tid, blocked.regs ? blocked.sp : 0,
+                                blocked.regs ? blocked.pc : 0, cpu, &s->blocked_rewalk);
           }
         }
       }
@@ -966,7 +1030,14 @@ bool Collector::Flush() {
     threads_.clear();
     threads_count_ = 0;
   }
-  if (uint32_t n = StageCount(); n > stages_written_) {
+  // (From outside, a name interned since the tick's look at the arena may
+  // be in a block not mapped here yet: ArenaReadable maps it, or the name
+  // waits for the next write.)
+  uint32_t n = stages_written_;
+  while (n < StageCount() && (StageName(n + 1) == nullptr || ArenaReadable(StageName(n + 1), 1))) {
+    ++n;
+  }
+  if (n > stages_written_) {
     p.clear();
     PutVarint(&p, n - stages_written_);
     for (uint32_t id = stages_written_ + 1; id <= n; ++id) {
@@ -1052,7 +1123,9 @@ bool Collector::Flush() {
   uint64_t count = 0;
   std::string defs;
   for (int i = 0, n = BufferCount(); i < n; ++i) {
-    if (buffers_defined_[i] || !BufferLive(BufferAt(i))) continue;
+    if (buffers_defined_[i] || !BufferLive(BufferAt(i)) || !ArenaReadable(BufferAt(i)->name, 1)) {
+      continue;
+    }
     PutVarint(&defs, static_cast<uint64_t>(i));
     PutBytes(&defs, BufferAt(i)->name);
     PutVarint(&defs, BufferAt(i)->capacity);

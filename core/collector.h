@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <bitset>
 #include <vector>
 
@@ -112,15 +113,19 @@ class Collector {
   // From now on reads the program, process `pid`, from outside (the
   // collector process): its threads' /proc files and CPU times through
   // /proc/<pid>, its mappings through `maps` (kept by the caller). Blocked
-  // threads' native stacks are not walked there yet (no unwind tables):
-  // they get their leaf pc, and their Python frames once
-  // ReadPythonFromOutside was called.
+  // threads get their leaf pc until ReadStacksFromOutside, and their
+  // Python frames once ReadPythonFromOutside was called.
   void ReadFromOutside(pid_t pid, OutsideMaps* maps);
   // From outside, the program being CPython `python` (kept by the caller):
   // the Python frames' code objects are read through `memory` (the
   // program's, core/memory_view.h). Without it a sample's Python frames are
   // left out.
   void ReadPythonFromOutside(const PythonRuntime* python, const MemoryView* memory);
+  // From outside, with the program's cfi tables built in this process
+  // (core/remote_cfi.h): blocked threads' native stacks are walked over a
+  // copy of their stacks read by process_vm_readv, as the thread walks its
+  // own process's.
+  void ReadStacksFromOutside();
   // From outside, once the program is gone (its threads can no longer be
   // read): each live thread's open run of wall ticks goes on to `end_ns`
   // (when the program began to end) in the state its last tick saw;
@@ -162,19 +167,21 @@ class Collector {
   void DrainEvents(ThreadSlot* s);
   // Writes the thread's open run of wall ticks into the WALL_STACKS stream.
   void EndWallRun(ThreadSlot* s);
+  // Parts of WalkBlocked: the thread's Python frames (in place or from
+  // outside), whether its CPU clock stayed at `cpu_ns`, and the stack
+  // without a native walk (its leaf pc, 0: none, and its Python frames).
+  int BlockedPythonFrames(ThreadSlot* s, pid_t tid, uint64_t* py);
+  bool CpuUnchanged(pid_t tid, int64_t cpu_ns);
+  uint32_t WalkBlockedLeaf(ThreadSlot* s, pid_t tid, uintptr_t pc, int64_t cpu_ns, int64_t start,
+                           bool* rewalk);
   // The stack of thread `tid`, blocked in a call at `sp` and `pc` (its
   // /proc/<tid>/syscall, read after `cpu_ns` of its CPU clock): native frames
-  // walked over a copy of its stack with the cfi tables, then its Python
+  // walked over a copy of its stack with the cfi tables (from outside: read
+  // by process_vm_readv, once ReadStacksFromOutside), then its Python
   // frames. 0 when the thread ran or left the call during the walk (then
   // *rewalk), or nothing could be read. *rewalk also when the walk met
   // code whose unwind rows were not decoded yet (the next tick walks again).
   // Never signals the thread nor waits for it.
-  // From outside (the collector process), a blocked thread's stack as far
-  // as it can be had without unwind tables: the leaf `pc` the kernel
-  // reports (0: none) and the thread's Python frames, read through the
-  // program's memory. 0 (and *rewalk) when the thread ran meanwhile.
-  uint32_t WalkBlockedFromOutside(ThreadSlot* s, pid_t tid, uintptr_t pc, int64_t cpu_ns,
-                                  bool* rewalk);
   uint32_t WalkBlocked(ThreadSlot* s, pid_t tid, uintptr_t sp, uintptr_t pc, int64_t cpu_ns,
                        bool* rewalk);
   // The thread's run_delay (schedstat), -1 if unreadable.
@@ -194,6 +201,12 @@ class Collector {
   OutsideMaps* outside_maps_ = nullptr;
   const PythonRuntime* outside_python_ = nullptr;  // ReadPythonFromOutside
   const MemoryView* outside_memory_ = nullptr;
+  bool outside_stacks_ = false;  // ReadStacksFromOutside
+  // From outside: whether a thread's ring can be read here, its extent
+  // mapped (a thread that started since the tick's ArenaAttachNewExtents
+  // has its ring in an extent the helper maps now). Rings checked once.
+  bool RingReadable(const WordRing& ring);
+  std::unordered_set<const uint64_t*> rings_mapped_;
   // The CPython whose frames samples carry: the program's from outside,
   // else this process's while its walks are on (ActivePython).
   const PythonRuntime* Python() const;

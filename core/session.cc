@@ -22,6 +22,7 @@
 #include <new>
 #include <string>
 
+#include "backends/cfi_region.h"
 #include "backends/cfi_tables.h"
 #include "core/collector_process.h"
 #include "core/exit_exec.h"
@@ -184,6 +185,18 @@ void OnForeignSigprof(int signo, siginfo_t*, void*) {
   DieOfDefault(signo);
 }
 
+// The collector process's cfi tables: a region of the arena it fills and
+// the handler searches (backends/cfi_region.h). False when the arena
+// cannot hold one (not shared, or no memory): the helper walks by frame
+// pointer then.
+bool UseCfiRegion() {
+  if (!ArenaShared()) return false;
+  CfiRegion* region = CfiInitRegion(ArenaMap(kCfiRegionBytes, AtFork::kCopy), kCfiRegionBytes);
+  if (region == nullptr || !ArenaShared() || !CfiUseRegion(region)) return false;
+  ArenaSetRoot(ArenaRoot::kCfi, region);
+  return true;
+}
+
 void StartSession() {
   RememberStderr();
   // The interposed sigaction()/signal() forward to these even when profiling
@@ -213,14 +226,18 @@ void StartSession() {
 
   // Where the collector will run: the helper process where it can serve
   // this process (core/collector_process.h), else the thread. The helper
-  // builds no unwind tables yet: frame pointers stand in for auto's cfi.
+  // builds the cfi unwinder's tables into a region of the arena
+  // (backends/cfi_region.h); without one, frame pointers stand in for
+  // auto's cfi.
   std::string collector_refusal =
       CollectorProcessRefusal(G->config, dlsym(RTLD_DEFAULT, "_PyRuntime") != nullptr);
   G->collector_process = collector_refusal.empty() && FindCollectorProgram(&collector_refusal);
   if (G->config.collector_process && !G->collector_process) {
     G->collector_note = "thread: DLPROF_COLLECTOR=process refused here (" + collector_refusal + ")";
   }
-  if (G->collector_process && G->config.unwinder == "auto") G->config.unwinder = "fp";
+  if (G->collector_process && !UseCfiRegion() && G->config.unwinder == "auto") {
+    G->config.unwinder = "fp";
+  }
   std::string error;
   G->unwinder = MakeUnwinder(G->config.unwinder, &error);
   if (!G->unwinder) {

@@ -45,6 +45,7 @@ struct Extent {
 struct Header {
   uint64_t magic;
   std::atomic<int> extent_count;
+  std::atomic<int> fork_copies;  // copies under way (ArenaForkCopyUnderway)
   std::atomic<const void*> roots[static_cast<int>(ArenaRoot::kCount)];
   Extent extents[kMaxExtents];
 };
@@ -271,6 +272,11 @@ void PrepareForkCopy() {
   }
   bool ok = GrowAllowed(total) && ftruncate(fd.fd, total) == 0;
   off_t at = 0;
+  // Extents in order, each from its start: a structure's root or header
+  // (lower) is copied before what it points to (the cfi region's snapshot
+  // pointer before its rows), and a collector process frees nothing while
+  // the count is raised.
+  g_header->fork_copies.fetch_add(1, std::memory_order_seq_cst);
   for (int i = 0; ok && i < ExtentCount(); ++i) {
     const Extent& e = g_header->extents[i];
     if (!e.shared) continue;
@@ -278,6 +284,7 @@ void PrepareForkCopy() {
     if (e.at_fork == AtFork::kCopy) ok = CopyExtent(e, g_memfd, fd.fd, at);
     at += static_cast<off_t>(e.bytes);
   }
+  g_header->fork_copies.fetch_sub(1, std::memory_order_seq_cst);
   if (!ok) {
     ReleasePrivate(&fd);
     return;
@@ -363,6 +370,9 @@ void FinishPrivatizing(const volatile uint8_t* owned) {
   for (int r = 0; r < static_cast<int>(ArenaRoot::kCount); ++r) {
     g_header->roots[r].store(g_local_roots[r], std::memory_order_release);
   }
+  // Copied while the parent's copy raised it: no copy of this child's is
+  // under way.
+  g_header->fork_copies.store(0, std::memory_order_seq_cst);
   // The wipe zeroed it in this child: the extents are ours again.
   const_cast<volatile uint8_t*>(owned)[0] = 1;
 }
@@ -522,6 +532,34 @@ int ArenaSharedFd() {
   const int fd = g_initialized && g_all_shared && MemfdUsable() ? g_memfd.fd : -1;
   pthread_mutex_unlock(&g_mu);
   return fd;
+}
+
+namespace {
+// Whether [lo, hi) is inside the first `count` extents. g_mu held.
+bool InExtents(uintptr_t lo, uintptr_t hi, int count) {
+  for (int i = count - 1; i >= 0; --i) {
+    const Extent& e = g_header->extents[i];
+    if (lo >= e.addr && hi <= e.addr + e.bytes) return true;
+  }
+  return false;
+}
+}  // namespace
+
+bool ArenaReadable(const void* p, size_t bytes) {
+  if (g_attached_fd < 0) return true;
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(p), hi = lo + bytes;
+  pthread_mutex_lock(&g_mu);
+  bool in = InExtents(lo, hi, g_attached_count);
+  pthread_mutex_unlock(&g_mu);
+  if (in || !ArenaAttachNewExtents(nullptr)) return in;
+  pthread_mutex_lock(&g_mu);
+  in = InExtents(lo, hi, g_attached_count);
+  pthread_mutex_unlock(&g_mu);
+  return in;
+}
+
+bool ArenaForkCopyUnderway() {
+  return g_header->fork_copies.load(std::memory_order_seq_cst) != 0;
 }
 
 ArenaUsage ArenaUsageNow() {

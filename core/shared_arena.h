@@ -60,6 +60,7 @@ enum class ArenaRoot : int {
   kMailbox,      // Mailbox::Data
   kCodesSeen,    // core/python_codes_seen.cc
   kExecNotes,    // core/python_exec_notes.cc Ring
+  kCfi,          // backends/cfi_region.h CfiRegion (a collector process's tables)
   kCount,
 };
 void ArenaSetRoot(ArenaRoot root, const void* p);
@@ -84,10 +85,27 @@ int ArenaSharedFd();
 // private, and a collector process must stop there.
 void ArenaSetReopen(int (*reopen)());
 
+// After ArenaAttach: whether [p, p + bytes) lies in extents mapped here,
+// mapping those the program added since the last look when it does not.
+// A structure the program made after that look (a new thread's ring) has
+// its extent counted before it is published, so once the structure is seen
+// its extent can be mapped; where it cannot, the structure is not to be
+// read. Always true in the program itself (not attached). Not
+// async-signal-safe.
+bool ArenaReadable(const void* p, size_t bytes);
+
 // After ArenaAttach: maps the extents the program added since. False with
 // *error as for ArenaAttach, or when the program added a private extent
 // (ArenaShared() turned false there): nothing in it can be read here.
 bool ArenaAttachNewExtents(std::string* error);
+
+// Whether a fork's copy of the arena (the atfork prepare handler's) may be
+// under way in the program: what it has not copied yet must not change
+// (a collector process frees cfi tables only when none is). A sequentially
+// consistent read of a count the copy raises before it starts and lowers
+// after. Not async-signal-safe in spirit (the helper's), though it is one
+// load.
+bool ArenaForkCopyUnderway();
 
 struct ArenaUsage {
   int extents = 0;

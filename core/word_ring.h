@@ -21,6 +21,10 @@ class WordRing {
     tail_.store(0, std::memory_order_relaxed);
   }
   bool ready() const { return data_ != nullptr; }
+  // Where the words are, and how many bytes (a reader in another process
+  // checks that they are mapped there: core/shared_arena.h ArenaReadable).
+  const uint64_t* data() const { return data_; }
+  size_t bytes() const { return (mask_ + 1) * sizeof(uint64_t); }
 
   // Producer: reserves n words and returns the start position, or UINT64_MAX if
   // the ring lacks room (the caller counts a drop; it never waits).

@@ -207,9 +207,10 @@ TEST(BlockedStacks, ReadInAKnownChainWhereProcessVmReadvIsRefused) {
 // RaceA1 -> RaceA2 -> RaceBlock and RaceB1 -> RaceB2 -> RaceBlock, at the
 // same sp and pc in read(): a walk the thread woke during must be dropped,
 // so every stack is one of the two real chains, never a mix.
-TEST(BlockedStacks, AThreadThatWakesMidWalkNeverGetsAWrongStack) {
+void ExpectNoWrongStackWhenTheThreadWakesMidWalk(std::map<std::string, std::string> env) {
+  env["DLPROF_CHECK_REUSED_WALKS"] = "1";
   ProfiledRun run = ProfileCommand({ProgramPath("blocked_read"), "race", "6000", "300"}, 120, "",
-                                   {{"DLPROF_CHECK_REUSED_WALKS", "1"}});
+                                   env);
   ASSERT_EQ(run.result.exit_code, 0) << run.result.out << run.result.err;
   ASSERT_TRUE(run.errors.empty()) << run.errors[0];
   int with_chain = 0, a = 0, b = 0;
@@ -256,8 +257,8 @@ TEST(BlockedStacks, AThreadThatWakesMidWalkNeverGetsAWrongStack) {
   // noticed and dropped. (Without the check after the walk none is dropped:
   // each walk reads one copy of the stack, taken in one system call, and no
   // mixed stack was seen even then; the check is what guarantees it.)
-  RecordProperty("walks", std::to_string(walks));
-  RecordProperty("dropped", std::to_string(dropped));
+  ::testing::Test::RecordProperty("walks", std::to_string(walks));
+  ::testing::Test::RecordProperty("dropped", std::to_string(dropped));
   std::printf("%d records with a chain (A %d, B %d); %llu walks, %llu dropped\n", with_chain, a, b,
               static_cast<unsigned long long>(walks), static_cast<unsigned long long>(dropped));
   EXPECT_GT(a, 0) << run.Where();
@@ -279,6 +280,10 @@ TEST(BlockedStacks, AThreadThatWakesMidWalkNeverGetsAWrongStack) {
   EXPECT_GT(dropped, 0u) << walks << " walks" << run.Where();
 }
 
+TEST(BlockedStacks, AThreadThatWakesMidWalkNeverGetsAWrongStack) {
+  ExpectNoWrongStackWhenTheThreadWakesMidWalk({});
+}
+
 // A Python thread sleeping in slow_io() from reader_loop(), and a forked
 // worker blocked in os.read() in slow_io() from worker_main(): both show
 // slow_io (with its file) in their off-CPU stacks.
@@ -290,6 +295,41 @@ void ExpectCollector(const ProfiledRun& run, const std::string& place) {
     EXPECT_EQ(it == proc.fields.end() ? std::string("thread") : it->second, place)
         << "pid " << proc.pid << run.Where();
   }
+}
+
+// ---- the same from the collector process (DLPROF_COLLECTOR=process) ----
+// The helper walks the blocked thread's stack over a copy it reads with
+// process_vm_readv, with the unwind tables it builds into the arena
+// (issue 11, phase 4); before, such records were the leaf alone.
+const std::map<std::string, std::string> kProcess = {{"DLPROF_COLLECTOR", "process"}};
+
+TEST(BlockedStacks, CollectorProcessReadsAKnownChainOfFunctions) {
+  const ProfiledRun run =
+      ProfileCommand({ProgramPath("blocked_read"), "chain", "30", "50"}, 120, "", kProcess);
+  ExpectCollector(run, "process");
+  ExpectTheChainInEveryReport(run);
+}
+
+// From outside, a walk taken again is checked with one process_vm_readv of
+// the words it read.
+TEST(BlockedStacks, CollectorProcessDoesNotWalkAThreadBlockedAgainWhereItWas) {
+  const ProfiledRun run =
+      ProfileCommand({ProgramPath("blocked_read"), "chain", "300", "5"}, 120, "", kProcess);
+  ExpectCollector(run, "process");
+  ExpectTheChainInEveryReport(run);
+  uint64_t walks = 0, reused = 0;
+  for (const Process& p : run.profile.processes) {
+    if (auto it = p.counters.find("blocked_walks"); it != p.counters.end()) walks += it->second;
+    if (auto it = p.counters.find("blocked_walks_reused"); it != p.counters.end()) {
+      reused += it->second;
+    }
+  }
+  EXPECT_GT(walks, 50u) << run.Where();
+  EXPECT_GT(reused, walks / 2) << run.Where();
+}
+
+TEST(BlockedStacks, CollectorProcessNeverGivesAThreadThatWakesMidWalkAWrongStack) {
+  ExpectNoWrongStackWhenTheThreadWakesMidWalk(kProcess);
 }
 
 // blocked_io.py profiled with `env`: a thread and a forked worker block in

@@ -49,9 +49,19 @@ std::map<std::string, std::string> PlainEnv() {
   return env;
 }
 
+// Set for the CollectorProcess variants (ProcessCollector): every profiled
+// run's collector is a process, which builds the tables from outside.
+bool g_collector_process = false;
+
+struct ProcessCollector {
+  ProcessCollector() { g_collector_process = true; }
+  ~ProcessCollector() { g_collector_process = false; }
+};
+
 std::map<std::string, std::string> ProfiledEnv(const std::string& out,
                                                const std::string& backend = "") {
   auto env = PlainEnv();
+  env["DLPROF_COLLECTOR"] = g_collector_process ? "process" : kUnset;
   env["DLPROF_SAMPLE"] = "1";
   env["DLPROF_HZ"] = "1000";
   env["LD_PRELOAD"] = kLib;
@@ -81,6 +91,22 @@ ProfiledRun Profiled(const std::vector<std::string>& argv, const std::string& ba
   r.files = ListRunFiles(r.out, &error);
   if (!error.empty()) r.errors.push_back(error);
   ReadDlprofFiles(r.files, &r.profile, &r.errors);
+  if (g_collector_process) {
+    // Each process's collector was its helper, and the helper built the
+    // tables (a process that ends before its first sample has none to say).
+    int built_outside = 0;
+    for (const Process& pr : r.profile.processes) {
+      auto c = pr.fields.find("collector");
+      EXPECT_TRUE(c != pr.fields.end() && c->second.rfind("process", 0) == 0)
+          << "pid " << pr.pid << " collector: "
+          << (c == pr.fields.end() ? "(none)" : c->second);
+      auto u = pr.fields.find("unwinder_state");
+      if (u != pr.fields.end() && u->second.find("built by the collector process") != std::string::npos) {
+        ++built_outside;
+      }
+    }
+    EXPECT_GT(built_outside, 0) << "no process says its tables were built by its collector process";
+  }
   return r;
 }
 
@@ -178,7 +204,7 @@ TEST(CfiHostile, HugeBssUnderAnAddressSpaceLimitRunsAsWithoutDlprof) {
 // threads compress inside it (each with its own reference for ~1 ms at a
 // time): ~1800 unloads in 3 s. The collector decodes and retires tables
 // meanwhile; the program must not notice.
-TEST(CfiHostile, DlopenDlcloseLoopRunsAsWithoutDlprof) {
+void ExpectDlopenDlcloseLoopRunsAsWithoutDlprof() {
   const std::vector<std::string> argv = {ProgramPath("cfi_dlopen_loop"), "2"};
   const ProcessResult plain = RunProcess(argv, PlainEnv());
   ASSERT_EQ(plain.exit_code, 0) << Show(plain);
@@ -188,6 +214,13 @@ TEST(CfiHostile, DlopenDlcloseLoopRunsAsWithoutDlprof) {
   if (kSanitized) return;
   const Share share = StacksReaching(&run, LeafModuleHas("libbz2"), "cfi_dlopen_loop_compress");
   EXPECT_GT(share.of, 100) << "too few samples in libbz2";
+}
+
+TEST(CfiHostile, DlopenDlcloseLoopRunsAsWithoutDlprof) { ExpectDlopenDlcloseLoopRunsAsWithoutDlprof(); }
+
+TEST(CfiHostile, CollectorProcessDlopenDlcloseLoopRunsAsWithoutDlprof) {
+  ProcessCollector process;
+  ExpectDlopenDlcloseLoopRunsAsWithoutDlprof();
 }
 
 // A library loaded, run in and unloaded before dlprof's first read of
@@ -284,7 +317,7 @@ TEST(CfiHostile, TableStatsCountOnlyTheObjectsLoadedNow) {
 
 // ---- the program's own unwinder at work ----
 
-TEST(CfiHostile, ExceptionsOnFourThreadsAreCaughtAsWithoutDlprof) {
+void ExpectExceptionsOnFourThreadsAreCaughtAsWithoutDlprof() {
   const std::vector<std::string> argv = {ProgramPath("cfi_exceptions")};
   const ProcessResult plain = RunProcess(argv, PlainEnv());
   ASSERT_EQ(plain.exit_code, 0) << Show(plain);
@@ -312,6 +345,13 @@ TEST(CfiHostile, ExceptionsOnFourThreadsAreCaughtAsWithoutDlprof) {
   EXPECT_EQ(under_main, 0) << "cfi_thrower never runs under main";
 }
 
+TEST(CfiHostile, ExceptionsOnFourThreadsAreCaughtAsWithoutDlprof) { ExpectExceptionsOnFourThreadsAreCaughtAsWithoutDlprof(); }
+
+TEST(CfiHostile, CollectorProcessExceptionsOnFourThreadsAreCaughtAsWithoutDlprof) {
+  ProcessCollector process;
+  ExpectExceptionsOnFourThreadsAreCaughtAsWithoutDlprof();
+}
+
 // ---- code without unwind information ----
 
 TEST(CfiHostile, JitCodeWithAndWithoutFramePointersRunsAsWithoutDlprof) {
@@ -335,7 +375,7 @@ TEST(CfiHostile, JitCodeWithAndWithoutFramePointersRunsAsWithoutDlprof) {
 // ---- stacks that are not the thread's own ----
 
 // The walk crosses the kernel's signal frame (__restore_rt, 'S').
-TEST(CfiHostile, StacksInsideAProgramsSignalHandlerReachMain) {
+void ExpectStacksInsideAProgramsSignalHandlerReachMain() {
   const std::vector<std::string> argv = {ProgramPath("cfi_signal_spin")};
   const ProcessResult plain = RunProcess(argv, PlainEnv());
   ASSERT_EQ(plain.exit_code, 0) << Show(plain);
@@ -347,12 +387,19 @@ TEST(CfiHostile, StacksInsideAProgramsSignalHandlerReachMain) {
   EXPECT_GE(share.fraction(), 0.9) << share.str() << " in the handler reach cfi_raiser";
 }
 
+TEST(CfiHostile, StacksInsideAProgramsSignalHandlerReachMain) { ExpectStacksInsideAProgramsSignalHandlerReachMain(); }
+
+TEST(CfiHostile, CollectorProcessStacksInsideAProgramsSignalHandlerReachMain) {
+  ProcessCollector process;
+  ExpectStacksInsideAProgramsSignalHandlerReachMain();
+}
+
 // On a sigaltstack the interrupted %rsp is outside the thread's StackBounds
 // (pthread's stack). The handler then asks sigaltstack() for the signal
 // stack and the walk reads it too, crossing to the thread's stack through
 // the signal frame. Before, the walk read nothing and the sample was the
 // leaf alone: 3% of the samples reached cfi_raiser (libunwind 100%).
-TEST(CfiHostile, StacksInsideASignalHandlerOnASigaltstackReachMain) {
+void ExpectStacksInsideASignalHandlerOnASigaltstackReachMain() {
   const std::vector<std::string> argv = {ProgramPath("cfi_signal_spin"), "alt"};
   const ProcessResult plain = RunProcess(argv, PlainEnv());
   ASSERT_EQ(plain.exit_code, 0) << Show(plain);
@@ -362,6 +409,13 @@ TEST(CfiHostile, StacksInsideASignalHandlerOnASigaltstackReachMain) {
   const Share share = StacksReaching(&run, LeafFunctionIs("cfi_in_handler_spin"), "cfi_raiser");
   EXPECT_GT(share.of, 100);
   EXPECT_GE(share.fraction(), 0.9) << share.str() << " in the handler reach cfi_raiser";
+}
+
+TEST(CfiHostile, StacksInsideASignalHandlerOnASigaltstackReachMain) { ExpectStacksInsideASignalHandlerOnASigaltstackReachMain(); }
+
+TEST(CfiHostile, CollectorProcessStacksInsideASignalHandlerOnASigaltstackReachMain) {
+  ProcessCollector process;
+  ExpectStacksInsideASignalHandlerOnASigaltstackReachMain();
 }
 
 // The program itself runs as without dlprof on a sigaltstack (enabled: the
@@ -416,7 +470,7 @@ TEST(CfiHostile, ExecutableWithoutEhFrameHdrRunsAsWithoutDlprof) {
 // entry. Before, it got no tables at all, its frames were walked by frame
 // pointer, and without frame pointers the callers were lost (0% reached
 // cfi_nohdr_middle; libunwind 100%).
-TEST(CfiHostile, ExecutableWithoutEhFrameHdrStacksReachTheirCallers) {
+void ExpectExecutableWithoutEhFrameHdrStacksReachTheirCallers() {
   if (kSanitized) GTEST_SKIP() << "sample counts are not checked under sanitizers";
   ProfiledRun run = Profiled({ProgramPath("cfi_no_eh_frame_hdr")});
   ASSERT_EQ(run.result.exit_code, 0) << Show(run.result);
@@ -425,12 +479,19 @@ TEST(CfiHostile, ExecutableWithoutEhFrameHdrStacksReachTheirCallers) {
   EXPECT_GE(share.fraction(), 0.9) << share.str() << " in cfi_nohdr_leaf reach cfi_nohdr_middle";
 }
 
+TEST(CfiHostile, ExecutableWithoutEhFrameHdrStacksReachTheirCallers) { ExpectExecutableWithoutEhFrameHdrStacksReachTheirCallers(); }
+
+TEST(CfiHostile, CollectorProcessExecutableWithoutEhFrameHdrStacksReachTheirCallers) {
+  ProcessCollector process;
+  ExpectExecutableWithoutEhFrameHdrStacksReachTheirCallers();
+}
+
 // gold puts .eh_frame before .eh_frame_hdr; the decoder copied from the
 // header on (to skip the text before it), so every FDE of such an object
 // was out of reach: "14 FDEs skipped", no rows, and its frames walked by
 // frame pointer (0% of the leaf's samples reached their caller; libunwind
 // 100%).
-TEST(CfiHostile, GoldLinkedExecutableWithEhFrameBeforeItsHeaderGetsRows) {
+void ExpectGoldLinkedExecutableWithEhFrameBeforeItsHeaderGetsRows() {
   if (kSanitized) GTEST_SKIP() << "sample counts are not checked under sanitizers";
   const std::string program = ProgramPath("cfi_gold_linked");
   const ProcessResult sections = RunProcess({"/usr/bin/readelf", "-SW", program}, PlainEnv());
@@ -446,6 +507,13 @@ TEST(CfiHostile, GoldLinkedExecutableWithEhFrameBeforeItsHeaderGetsRows) {
   const Share share = StacksReaching(&run, LeafFunctionIs("cfi_gold_leaf"), "cfi_gold_middle");
   EXPECT_GT(share.of, 100);
   EXPECT_GE(share.fraction(), 0.9) << share.str() << " in cfi_gold_leaf reach cfi_gold_middle";
+}
+
+TEST(CfiHostile, GoldLinkedExecutableWithEhFrameBeforeItsHeaderGetsRows) { ExpectGoldLinkedExecutableWithEhFrameBeforeItsHeaderGetsRows(); }
+
+TEST(CfiHostile, CollectorProcessGoldLinkedExecutableWithEhFrameBeforeItsHeaderGetsRows) {
+  ProcessCollector process;
+  ExpectGoldLinkedExecutableWithEhFrameBeforeItsHeaderGetsRows();
 }
 
 // ---- short and abrupt lives ----

@@ -782,6 +782,79 @@ TEST(PythonFrames, CollectorProcessNamesTheDataLoaderWorkersFunctions) {
   ExpectDataLoaderWorkersShowAugmentAndGetitem({{"DLPROF_COLLECTOR", "process"}}, "process");
 }
 
+// Debian's python3 and its zlib are built without frame pointers: a walk
+// by frame pointer from zlib's code loses every native caller (the sample
+// is the leaf under the Python frames, 0% reached deflate), so these
+// samples show whether the cfi tables serve the process, its fork children
+// included. Under the collector process the tables are built by the helper
+// into the arena (issue 11, phase 4); the children's helpers start from
+// their parent's rows. Each process's samples in libz must show zlib's
+// deflate, the Python function that called it and the stack's root.
+void ExpectNativeChainsUnderPython(const std::map<std::string, std::string>& dlprof_env,
+                                   const std::string& collector, double main_at_least,
+                                   double children_at_least) {
+  std::map<std::string, std::string> env = dlprof_env;
+  env["DLPROF_HZ"] = "1000";
+  const PyRun run = RunProfiled("native_chain.py", {"0.8", "0.8"}, env, 120);
+  ASSERT_EQ(run.proc.exit_code, 0) << Show(run.proc) << run.Where();
+  ASSERT_EQ(run.report.exit_code, 0) << Show(run.report) << run.Where();
+  ExpectCollector(run, collector);
+  struct Share {
+    int64_t of = 0, good = 0;
+    bool worker = false;
+    std::string example;  // a sample that lacks the chain
+  };
+  std::map<int64_t, Share> by_pid;
+  for (const PSample& s : run.pprof.samples) {
+    if (s.frames.empty() || s.frames.front().module.find("libz.so") == std::string::npos) continue;
+    bool deflate = false, squeeze = false;
+    for (const PFrame& f : s.frames) {
+      if (f.function == nullptr) continue;
+      if (f.function->name == "deflate") deflate = true;
+      if (f.function->name == "squeeze" && IsPython(f)) squeeze = true;
+    }
+    const PFrame& root = s.frames.back();
+    const bool rooted = root.function != nullptr && root.function->name == "_start";
+    Share& share = by_pid[s.Num("pid")];
+    share.worker = s.Str("role") == "worker";
+    const int64_t n = SampleCount(run.pprof, s);
+    share.of += n;
+    if (deflate && squeeze && rooted) {
+      share.good += n;
+    } else if (share.example.empty()) {
+      share.example = StackText(s);
+    }
+  }
+  ASSERT_EQ(by_pid.size(), 3u) << "the main process and two children, with samples in libz"
+                               << run.Where();
+  for (const auto& [pid, share] : by_pid) {
+    SCOPED_TRACE("pid " + std::to_string(pid) + (share.worker ? " (child)" : " (main)"));
+    const double at_least = share.worker ? children_at_least : main_at_least;
+    EXPECT_GT(share.of, 200) << "samples in libz (0.8 s of CPU at 1000 Hz)" << run.Where();
+    EXPECT_GE(static_cast<double>(share.good), at_least * static_cast<double>(share.of))
+        << share.good << " of " << share.of
+        << " samples in libz show deflate under squeeze, rooted at _start; one that does not: "
+        << share.example << " " << run.Where();
+  }
+}
+
+TEST(PythonFrames, NativeFramesOfPythonWithoutFramePointersAreWalked) {
+  RequirePythonWithTorchAndPil();
+  if (HasFatalFailure()) return;
+  ExpectNativeChainsUnderPython({}, "thread", 0.9, 0.9);
+}
+
+// Without walks left to a collector (the handler cannot hand them to a
+// process yet), the first samples in each part of an object walk by frame
+// pointer until the helper has its rows: 7-8% of the main process's here.
+// The children's helpers adopt the rows their parent's had built (with
+// the arena's copy): 99-100% of theirs reach the root.
+TEST(PythonFrames, CollectorProcessWalksTheNativeFramesOfPythonWithoutFramePointers) {
+  RequirePythonWithTorchAndPil();
+  if (HasFatalFailure()) return;
+  ExpectNativeChainsUnderPython({{"DLPROF_COLLECTOR", "process"}}, "process", 0.75, 0.9);
+}
+
 // A program that turns undumpable (as a setuid drop does), run as an
 // ordinary user under the collector process: the helper, with the user's
 // rights only, may read its memory before the drop and not after. The code

@@ -1,0 +1,247 @@
+#include "core/remote_cfi.h"
+
+#include <sys/mman.h>
+#include <sys/uio.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <utility>
+
+#include "core/shared_arena.h"
+
+namespace dlprof {
+namespace {
+
+constexpr uintptr_t kPage = 4096;
+
+int64_t NowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+// Copies [from, from + n) of `pid`'s memory; the bytes copied before the
+// first page that could not be read.
+size_t ReadRemote(pid_t pid, void* to, uintptr_t from, size_t n) {
+  size_t done = 0;
+  while (done < n) {
+    iovec local{static_cast<char*>(to) + done, n - done};
+    iovec remote{reinterpret_cast<void*>(from + done), n - done};
+    const ssize_t got = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    done += static_cast<size_t>(got);
+  }
+  return done;
+}
+
+struct MapsLine {
+  uintptr_t lo = 0, hi = 0, offset = 0;
+  bool readable = false, executable = false;
+  uint64_t dev = 0, inode = 0;
+  std::string path;
+};
+
+bool ReadMapsLines(pid_t pid, std::vector<MapsLine>* out, std::string* error) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/maps";
+  FILE* f = fopen(path.c_str(), "re");
+  if (f == nullptr) {
+    *error = path + ": " + strerror(errno);
+    return false;
+  }
+  char line[4096 + 256];
+  while (fgets(line, sizeof(line), f) != nullptr) {
+    MapsLine m;
+    char perms[8] = {};
+    unsigned major = 0, minor = 0;
+    unsigned long long inode = 0;
+    int name_at = 0;
+    if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR " %7s %" SCNxPTR " %x:%x %llu %n", &m.lo, &m.hi,
+               perms, &m.offset, &major, &minor, &inode, &name_at) < 7) {
+      continue;
+    }
+    m.readable = perms[0] == 'r';
+    m.executable = perms[2] == 'x';
+    m.dev = (static_cast<uint64_t>(major) << 32) | minor;
+    m.inode = inode;
+    if (name_at > 0) {
+      m.path = line + name_at;
+      while (!m.path.empty() && (m.path.back() == '\n' || m.path.back() == ' ')) m.path.pop_back();
+    }
+    out->push_back(std::move(m));
+  }
+  fclose(f);
+  return true;
+}
+
+// The object headed by mapping `head` (offset 0 of a file, or the vdso), if
+// it is a loaded ELF object.
+bool DescribeObject(pid_t pid, const MapsLine& head, const std::vector<MapsLine>& lines,
+                    RemoteObject* out) {
+  ElfW(Ehdr) eh;
+  if (ReadRemote(pid, &eh, head.lo, sizeof(eh)) != sizeof(eh)) return false;
+  if (memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+      eh.e_phentsize != sizeof(ElfW(Phdr)) || eh.e_phnum == 0 || eh.e_phnum > 256) {
+    return false;
+  }
+  std::vector<ElfW(Phdr)> phdrs(eh.e_phnum);
+  const size_t bytes = phdrs.size() * sizeof(ElfW(Phdr));
+  if (eh.e_phoff > head.hi - head.lo ||
+      ReadRemote(pid, phdrs.data(), head.lo + eh.e_phoff, bytes) != bytes) {
+    return false;
+  }
+  uintptr_t first_load = UINTPTR_MAX, text_lo = UINTPTR_MAX, text_hi = 0;
+  for (const ElfW(Phdr)& ph : phdrs) {
+    if (ph.p_type != PT_LOAD) continue;
+    first_load = std::min<uintptr_t>(first_load, ph.p_vaddr & ~(kPage - 1));
+    if (ph.p_flags & PF_X) {
+      text_lo = std::min<uintptr_t>(text_lo, ph.p_vaddr);
+      text_hi = std::max<uintptr_t>(text_hi, ph.p_vaddr + ph.p_memsz);
+    }
+  }
+  if (first_load == UINTPTR_MAX || text_hi == 0 || head.lo < first_load) return false;
+  const uintptr_t bias = head.lo - first_load;
+  // Loaded: an executable mapping of the same file covers part of its text.
+  const bool vdso = head.path == "[vdso]";
+  bool loaded = false;
+  for (const MapsLine& m : lines) {
+    if (!m.executable) continue;
+    const bool same = vdso ? m.lo == head.lo : (m.inode == head.inode && m.dev == head.dev);
+    if (same && m.lo < bias + text_hi && m.hi > bias + text_lo) {
+      loaded = true;
+      break;
+    }
+  }
+  if (!loaded) return false;
+  out->name = head.path;
+  out->bias = bias;
+  out->phdrs = std::move(phdrs);
+  return true;
+}
+
+}  // namespace
+
+bool ReadRemoteObjects(pid_t pid, std::vector<RemoteObject>* out, std::string* error) {
+  std::vector<MapsLine> lines;
+  if (!ReadMapsLines(pid, &lines, error)) return false;
+  out->clear();
+  for (const MapsLine& m : lines) {
+    if (m.offset != 0 || !m.readable || m.path.empty()) continue;
+    if (m.inode == 0 && m.path != "[vdso]") continue;
+    RemoteObject o;
+    if (!DescribeObject(pid, m, lines, &o)) continue;
+    // The same object headed twice (never in practice): the first one.
+    const bool seen = std::any_of(out->begin(), out->end(),
+                                  [&](const RemoteObject& x) { return x.bias == o.bias; });
+    if (!seen) out->push_back(std::move(o));
+  }
+  return true;
+}
+
+RemoteCfiHost::RemoteCfiHost(pid_t pid, CfiRegion* region) : pid_(pid), region_(region) {}
+
+void RemoteCfiHost::RefreshIfDue() {
+  const int64_t now = NowNs();
+  const uint64_t no_object = region_->state.no_object.load(std::memory_order_relaxed);
+  const int64_t since = now - last_read_ns_;
+  const bool due = last_read_ns_ == 0 || since >= 1000000000 ||
+                   (no_object != no_object_seen_ && since >= 100000000);
+  if (!due) return;
+  last_read_ns_ = now;
+  no_object_seen_ = no_object;
+  std::vector<RemoteObject> objects;
+  std::string error;
+  if (!ReadRemoteObjects(pid_, &objects, &error)) return;  // gone: the last ones stand
+  ++scans_;
+  uint64_t fp = 1469598103934665603ull;
+  for (const RemoteObject& o : objects) {
+    fp = (fp ^ std::hash<std::string>()(o.name)) * 1099511628211ull;
+    fp = (fp ^ o.bias) * 1099511628211ull;
+    fp = (fp ^ o.phdrs.size()) * 1099511628211ull;
+  }
+  if (fp != fingerprint_ || generation_ == 0) {
+    fingerprint_ = fp;
+    ++generation_;
+    objects_ = std::move(objects);
+  }
+}
+
+bool RemoteCfiHost::IterateObjects(int (*callback)(dl_phdr_info*, size_t, void*), void* data) {
+  RefreshIfDue();
+  for (const RemoteObject& o : objects_) {
+    dl_phdr_info info{};
+    info.dlpi_addr = o.bias;
+    info.dlpi_name = o.name.c_str();
+    info.dlpi_phdr = o.phdrs.data();
+    info.dlpi_phnum = static_cast<ElfW(Half)>(o.phdrs.size());
+    info.dlpi_adds = generation_;
+    info.dlpi_subs = generation_;
+    if (callback(&info, sizeof(info), data) != 0) break;
+  }
+  return true;
+}
+
+size_t RemoteCfiHost::Copy(void* to, uintptr_t from, size_t n) {
+  return ReadRemote(pid_, to, from, n);
+}
+
+void* RemoteCfiHost::Map(size_t bytes, bool) {
+  if (bytes == 0) return nullptr;
+  bytes = (bytes + kPage - 1) & ~(kPage - 1);
+  uintptr_t at = 0;
+  for (auto it = free_.begin(); it != free_.end(); ++it) {
+    if (it->second < bytes) continue;
+    at = it->first;
+    const size_t left = it->second - bytes;
+    free_.erase(it);
+    if (left > 0) free_.emplace(at + bytes, left);
+    break;
+  }
+  if (at == 0) {
+    const uint64_t used = region_->used.load(std::memory_order_relaxed);
+    if (used > region_->bytes || bytes > region_->bytes - used) return nullptr;
+    region_->used.store(used + bytes, std::memory_order_relaxed);
+    at = reinterpret_cast<uintptr_t>(region_) + used;
+  }
+  // Zeroed: freed runs were removed (zero), but past the cursor a fork
+  // child's copy may hold what its parent's helper wrote after the cursor
+  // was copied.
+  memset(reinterpret_cast<void*>(at), 0, bytes);
+  in_use_ += bytes;
+  return reinterpret_cast<void*>(at);
+}
+
+void RemoteCfiHost::Unmap(void* p, size_t bytes) {
+  if (p == nullptr || bytes == 0) return;
+  bytes = (bytes + kPage - 1) & ~(kPage - 1);
+  uintptr_t at = reinterpret_cast<uintptr_t>(p);
+  // The memfd's pages go back to the system (and a fork's copy skips them).
+  madvise(p, bytes, MADV_REMOVE);
+  in_use_ -= std::min<uint64_t>(in_use_, bytes);
+  auto next = free_.lower_bound(at);
+  if (next != free_.end() && next->first == at + bytes) {
+    bytes += next->second;
+    next = free_.erase(next);
+  }
+  if (next != free_.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second == at) {
+      at = prev->first;
+      bytes += prev->second;
+      free_.erase(prev);
+    }
+  }
+  free_.emplace(at, bytes);
+}
+
+bool RemoteCfiHost::Quiet(int64_t readers) {
+  return readers == 0 && !ArenaForkCopyUnderway();
+}
+
+}  // namespace dlprof

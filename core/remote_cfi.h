@@ -1,0 +1,77 @@
+// The cfi tables' host for the collector process (backends/cfi_host.h):
+// the program's loaded objects found from outside, their unwind bytes read
+// by process_vm_readv, and the tables put in the arena's cfi region
+// (backends/cfi_region.h), which the program's signal handler searches at
+// the same addresses. Helper only (library dlprof_remote). Not thread-safe;
+// not signal-safe.
+#ifndef DLPROF_CORE_REMOTE_CFI_H_
+#define DLPROF_CORE_REMOTE_CFI_H_
+
+#include <elf.h>
+#include <link.h>
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "backends/cfi_host.h"
+#include "backends/cfi_region.h"
+
+namespace dlprof {
+
+// One loaded ELF object of another process, found from its maps: the
+// mapping of the file's offset 0 holds its ELF header, whose program
+// headers give the load bias and segments, as dl_iterate_phdr would.
+struct RemoteObject {
+  std::string name;  // the maps' path ("[vdso]" for the vdso)
+  uintptr_t bias = 0;
+  std::vector<ElfW(Phdr)> phdrs;
+};
+
+// The objects of `pid` now; false with *error when its maps cannot be read.
+// An offset-0 mapping counts only when the object it heads has an
+// executable mapping of the same file inside its segments (a data file
+// mapped whole, an ELF file read with mmap, are not loaded objects).
+bool ReadRemoteObjects(pid_t pid, std::vector<RemoteObject>* out, std::string* error);
+
+class RemoteCfiHost : public CfiHost {
+ public:
+  RemoteCfiHost(pid_t pid, CfiRegion* region);
+
+  bool IterateObjects(int (*callback)(dl_phdr_info*, size_t, void*), void* data) override;
+  size_t Copy(void* to, uintptr_t from, size_t n) override;
+  void* Map(size_t bytes, bool populate) override;
+  void Seal(void*, size_t) override {}
+  void Unmap(void* at, size_t bytes) override;
+  bool Quiet(int64_t readers) override;
+  bool Outside() const override { return true; }
+
+  // Bytes of the region's heap in use (handed out and not freed).
+  uint64_t heap_in_use() const { return in_use_; }
+  // Times the program's objects were read (its maps and headers).
+  uint64_t scans() const { return scans_; }
+
+ private:
+  // Reads the objects again when due: at the first walk, then at most once
+  // a second, or after 100 ms when a handler met a pc in no object (a
+  // library loaded since).
+  void RefreshIfDue();
+
+  pid_t pid_;
+  CfiRegion* region_;
+  std::vector<RemoteObject> objects_;
+  uint64_t generation_ = 0;   // changes when the set of objects does
+  uint64_t fingerprint_ = 0;  // of objects_
+  int64_t last_read_ns_ = 0;
+  uint64_t no_object_seen_ = 0;
+  uint64_t scans_ = 0;
+  // Freed heap runs by address (merged with their neighbours), reused first.
+  std::map<uintptr_t, size_t> free_;
+  uint64_t in_use_ = 0;
+};
+
+}  // namespace dlprof
+
+#endif  // DLPROF_CORE_REMOTE_CFI_H_
