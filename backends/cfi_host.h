@@ -21,7 +21,7 @@ namespace dlprof {
 
 class CfiHost {
  public:
-  virtual ~CfiHost() = default;
+  constexpr CfiHost() = default;
   // Calls `callback` for each loaded object as dl_iterate_phdr() does (its
   // dlpi_adds and dlpi_subs change when the set of objects does). False,
   // without calling it, when the objects cannot be walked now (the loader
@@ -44,6 +44,11 @@ class CfiHost {
   virtual bool Quiet(int64_t readers) = 0;
   // True for the collector process: the maintainer runs outside the program.
   virtual bool Outside() const = 0;
+
+ protected:
+  // Never deleted through this interface; trivial, so that the library's
+  // own host is a constant-initialized global (no dynamic initializers).
+  ~CfiHost() = default;
 };
 
 // Makes `host` (kept for the process's life) the tables' host: before the

@@ -60,8 +60,9 @@ constexpr uint32_t kPartGranules = 1u << (kCfiPartShift - kCfiIndexShift);
 std::atomic<CfiObjectIterator> g_iterate{nullptr};
 
 // The default host: this process.
-class OwnHost : public CfiHost {
+class OwnHost final : public CfiHost {
  public:
+  constexpr OwnHost() = default;
   bool IterateObjects(int (*callback)(dl_phdr_info*, size_t, void*), void* data) override {
     if (CfiObjectIterator f = g_iterate.load(std::memory_order_acquire)) return f(callback, data);
     dl_iterate_phdr(callback, data);

@@ -152,7 +152,6 @@ std::string CollectorProcessRefusal(const Config& config, bool python) {
     g_yama_scope.store(scope);
   }
   if (config.baseline_steps > 0) return "it cannot arm timers at a baseline's end yet";
-  if (config.unwinder == "cfi") return "it builds no unwind tables for DLPROF_BACKEND=cfi yet";
   const char* adopted = HelperWouldBeOurChild();
   return adopted != nullptr ? adopted : "";
 }

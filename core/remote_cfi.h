@@ -36,7 +36,7 @@ struct RemoteObject {
 // mapped whole, an ELF file read with mmap, are not loaded objects).
 bool ReadRemoteObjects(pid_t pid, std::vector<RemoteObject>* out, std::string* error);
 
-class RemoteCfiHost : public CfiHost {
+class RemoteCfiHost final : public CfiHost {
  public:
   RemoteCfiHost(pid_t pid, CfiRegion* region);
 

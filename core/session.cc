@@ -235,8 +235,15 @@ void StartSession() {
   if (G->config.collector_process && !G->collector_process) {
     G->collector_note = "thread: DLPROF_COLLECTOR=process refused here (" + collector_refusal + ")";
   }
-  if (G->collector_process && !UseCfiRegion() && G->config.unwinder == "auto") {
-    G->config.unwinder = "fp";
+  if (G->collector_process && !UseCfiRegion()) {
+    if (G->config.unwinder == "cfi") {
+      // Asked for by name: the thread builds them.
+      G->collector_process = false;
+      G->collector_note = "thread: DLPROF_COLLECTOR=process refused here (no room in the "
+                          "shared arena for the cfi tables of DLPROF_BACKEND=cfi)";
+    } else if (G->config.unwinder == "auto") {
+      G->config.unwinder = "fp";
+    }
   }
   std::string error;
   G->unwinder = MakeUnwinder(G->config.unwinder, &error);
