@@ -33,6 +33,9 @@ struct CfiRegion {
   // Offset of the first byte the helper never handed out (written by the
   // helper only; read by a fork child's).
   std::atomic<uint64_t> used;
+  // The deferred walks' pool (backends/cfi_unwinder.h), an arena extent of
+  // its own, set by the program before its helper starts; nullptr if none.
+  void* deferred_pool;
   cfi_shared::CfiSharedState state;
 };
 constexpr uint64_t kCfiRegionMagic = 0x31494643666c6455ull;  // "UdlfCFI1"

@@ -198,22 +198,27 @@ struct DeferredWalk {
   size_t size;
   alignas(8) uint8_t bytes[kCfiDeferredStackBytes];
 };
-std::atomic<DeferredWalk*> g_deferred{nullptr};
+// The slots and their counts, in one block: the library's private memory
+// under the collector thread, an arena extent under the collector process
+// (CfiUseDeferredPool), which finishes the walks from there.
+struct DeferredPool {
+  std::atomic<uint64_t> deferred, finished, no_slot;
+  DeferredWalk walks[kCfiDeferredWalks];
+};
+std::atomic<DeferredPool*> g_pool{nullptr};
 constexpr int kCfiMaxFinishedFrames = 512;  // core's kMaxFrames
-std::atomic<uint64_t> g_deferred_count{0}, g_finished_count{0}, g_no_slot_count{0};
 
 void MapDeferredWalks() {
-  if (g_deferred.load(std::memory_order_acquire) != nullptr) return;
-  // A collector process maintains the tables: no collector here would
-  // finish a walk left to it (the frame without rows is walked by frame
-  // pointer, and asks for them).
+  if (g_pool.load(std::memory_order_acquire) != nullptr) return;
+  // A collector process maintains the tables: its pool is the arena's
+  // (CfiUseDeferredPool), or there is none.
   if (CfiActiveRegion() != nullptr) return;
-  void* p = mmap(nullptr, sizeof(DeferredWalk) * kCfiDeferredWalks, PROT_READ | PROT_WRITE,
+  void* p = mmap(nullptr, sizeof(DeferredPool), PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) return;  // walks are never deferred, then
-  DeferredWalk* expected = nullptr;
-  if (!g_deferred.compare_exchange_strong(expected, static_cast<DeferredWalk*>(p))) {
-    munmap(p, sizeof(DeferredWalk) * kCfiDeferredWalks);
+  DeferredPool* expected = nullptr;
+  if (!g_pool.compare_exchange_strong(expected, static_cast<DeferredPool*>(p))) {
+    munmap(p, sizeof(DeferredPool));
   }
 }
 
@@ -221,8 +226,9 @@ void MapDeferredWalks() {
 // the stack there cannot be copied. This function is safe to call from
 // asynchronous signals.
 int DeferWalk(const WalkStop& stop, const StackReader& stack) {
-  DeferredWalk* pool = g_deferred.load(std::memory_order_acquire);
-  if (pool == nullptr) return -1;
+  DeferredPool* block = g_pool.load(std::memory_order_acquire);
+  if (block == nullptr) return -1;
+  DeferredWalk* pool = block->walks;
   for (int k = 0; k < kCfiDeferredWalks; ++k) {
     uint32_t expected = kFree;
     if (pool[k].taken.load(std::memory_order_relaxed) != kFree ||
@@ -242,10 +248,10 @@ int DeferWalk(const WalkStop& stop, const StackReader& stack) {
     d.lo = from;
     d.size = size;
     d.taken.store(kFilled, std::memory_order_release);
-    g_deferred_count.fetch_add(1, std::memory_order_relaxed);
+    block->deferred.fetch_add(1, std::memory_order_relaxed);
     return k;
   }
-  g_no_slot_count.fetch_add(1, std::memory_order_relaxed);
+  block->no_slot.fetch_add(1, std::memory_order_relaxed);
   return -1;
 }
 #endif
@@ -395,8 +401,9 @@ namespace dlprof {
 
 void CfiPrepareDeferredWalks() {
 #if defined(__x86_64__)
-  DeferredWalk* pool = g_deferred.load(std::memory_order_acquire);
-  if (pool == nullptr) return;
+  DeferredPool* block = g_pool.load(std::memory_order_acquire);
+  if (block == nullptr) return;
+  DeferredWalk* pool = block->walks;
   for (int k = 0; k < kCfiDeferredWalks; ++k) {
     DeferredWalk& d = pool[k];
     if (d.taken.load(std::memory_order_acquire) != kFilled) continue;
@@ -427,9 +434,9 @@ void CfiPrepareDeferredWalks() {
 
 int CfiFinishWalk(int deferred, uintptr_t* pcs, int max, bool now) {
 #if defined(__x86_64__)
-  DeferredWalk* pool = g_deferred.load(std::memory_order_acquire);
-  if (pool == nullptr || deferred < 0 || deferred >= kCfiDeferredWalks) return 0;
-  DeferredWalk& d = pool[deferred];
+  DeferredPool* block = g_pool.load(std::memory_order_acquire);
+  if (block == nullptr || deferred < 0 || deferred >= kCfiDeferredWalks) return 0;
+  DeferredWalk& d = block->walks[deferred];
   const uint32_t state = d.taken.load(std::memory_order_acquire);
   if (state == kFree) return 0;
   if (state != kPrepared && !now) return -1;
@@ -450,7 +457,7 @@ int CfiFinishWalk(int deferred, uintptr_t* pcs, int max, bool now) {
     appended = n - 1;
     for (int i = 0; i < appended; ++i) pcs[i] = frames[i + 1];
   }
-  g_finished_count.fetch_add(1, std::memory_order_relaxed);
+  block->finished.fetch_add(1, std::memory_order_relaxed);
   d.taken.store(kFree, std::memory_order_release);
   return appended;
 #else
@@ -464,9 +471,9 @@ int CfiFinishWalk(int deferred, uintptr_t* pcs, int max, bool now) {
 
 void CfiDropDeferredWalk(int deferred) {
 #if defined(__x86_64__)
-  DeferredWalk* pool = g_deferred.load(std::memory_order_acquire);
-  if (pool == nullptr || deferred < 0 || deferred >= kCfiDeferredWalks) return;
-  pool[deferred].taken.store(kFree, std::memory_order_release);
+  DeferredPool* block = g_pool.load(std::memory_order_acquire);
+  if (block == nullptr || deferred < 0 || deferred >= kCfiDeferredWalks) return;
+  block->walks[deferred].taken.store(kFree, std::memory_order_release);
 #else
   (void)deferred;
 #endif
@@ -474,27 +481,50 @@ void CfiDropDeferredWalk(int deferred) {
 
 void CfiForgetDeferredWalks() {
 #if defined(__x86_64__)
-  DeferredWalk* pool = g_deferred.load(std::memory_order_acquire);
-  if (pool == nullptr) return;
+  DeferredPool* block = g_pool.load(std::memory_order_acquire);
+  if (block == nullptr) return;
   // Read first: each slot has pages of its own, and a store to a page the
   // parent never wrote would copy it for nothing (16 faults a fork).
   for (int k = 0; k < kCfiDeferredWalks; ++k) {
-    if (pool[k].taken.load(std::memory_order_relaxed) != kFree) {
-      pool[k].taken.store(kFree, std::memory_order_relaxed);
+    if (block->walks[k].taken.load(std::memory_order_relaxed) != kFree) {
+      block->walks[k].taken.store(kFree, std::memory_order_relaxed);
     }
   }
-  g_deferred_count.store(0, std::memory_order_relaxed);
-  g_finished_count.store(0, std::memory_order_relaxed);
-  g_no_slot_count.store(0, std::memory_order_relaxed);
+  // (A store to the counts' page only where they are not 0 already: an
+  // arena pool is fresh zero pages in a fork child.)
+  for (auto* count : {&block->deferred, &block->finished, &block->no_slot}) {
+    if (count->load(std::memory_order_relaxed) != 0) count->store(0, std::memory_order_relaxed);
+  }
+#endif
+}
+
+size_t CfiDeferredPoolBytes() {
+#if defined(__x86_64__)
+  return sizeof(DeferredPool);
+#else
+  return 0;
+#endif
+}
+
+bool CfiUseDeferredPool(void* pool) {
+#if defined(__x86_64__)
+  if (pool == nullptr) return false;
+  g_pool.store(static_cast<DeferredPool*>(pool), std::memory_order_release);
+  return true;
+#else
+  (void)pool;
+  return false;
 #endif
 }
 
 CfiDeferredStats CfiDeferredWalkStats() {
   CfiDeferredStats s;
 #if defined(__x86_64__)
-  s.deferred = g_deferred_count.load(std::memory_order_relaxed);
-  s.finished = g_finished_count.load(std::memory_order_relaxed);
-  s.no_slot = g_no_slot_count.load(std::memory_order_relaxed);
+  if (const DeferredPool* block = g_pool.load(std::memory_order_acquire)) {
+    s.deferred = block->deferred.load(std::memory_order_relaxed);
+    s.finished = block->finished.load(std::memory_order_relaxed);
+    s.no_slot = block->no_slot.load(std::memory_order_relaxed);
+  }
 #endif
   return s;
 }

@@ -81,6 +81,14 @@ void CfiDropDeferredWalk(int deferred);
 // reads. Async-signal-safe (stores only).
 void CfiForgetDeferredWalks();
 
+// Under the collector process the slots live in the shared arena, where
+// the helper finishes the walks: the program maps CfiDeferredPoolBytes() of
+// zeroed memory (fresh zero pages in a fork child: the parent's walks are
+// not the child's) and both processes use it. Before any walk. Not
+// signal-safe. False (no pool) off x86_64.
+size_t CfiDeferredPoolBytes();
+bool CfiUseDeferredPool(void* pool);
+
 struct CfiDeferredStats {
   uint64_t deferred = 0;  // walks left to the collector
   uint64_t finished = 0;  // of those, finished (the rest: dropped or pending)

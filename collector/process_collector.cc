@@ -27,6 +27,7 @@
 #include "backends/cfi_host.h"
 #include "backends/cfi_region.h"
 #include "backends/cfi_tables.h"
+#include "backends/cfi_unwinder.h"
 #include "core/annotations.h"
 #include "core/collector.h"
 #include "core/memory_view.h"
@@ -239,7 +240,12 @@ class Loop {
       UseExecNotesOnceSet();
       // The unwind tables the program's handler asked for, before the
       // tick's walks of blocked threads use them.
-      if (cfi_host_ != nullptr && !gone) CfiMaintain();
+      // The walks the handler left here get the rows they need; Drain
+      // finishes them.
+      if (cfi_host_ != nullptr && !gone) {
+        CfiMaintain();
+        CfiPrepareDeferredWalks();
+      }
       const uint64_t requested = g_mailbox.flush_requested();
       const uint32_t requests = g_mailbox.Take();
       now = MonotonicNs();
@@ -301,14 +307,21 @@ class Loop {
     if (region == nullptr || !CfiUseRegion(region)) return;
     cfi_host_ = std::make_unique<RemoteCfiHost>(a_.pid, region);
     CfiSetHost(cfi_host_.get());
+    if (region->deferred_pool != nullptr && ArenaReadable(region->deferred_pool, 1)) {
+      CfiUseDeferredPool(region->deferred_pool);
+    }
     collector_.ReadStacksFromOutside();
   }
 
   // What the tables came to, as the thread's unwinder says it.
   void NoteCfiState() {
     if (cfi_host_ == nullptr) return;
+    const CfiDeferredStats d = CfiDeferredWalkStats();
     collector_.SetProcessField(
-        "unwinder_state", DescribeCfiStats(CfiTableStats()) + "; built by the collector process (" +
+        "unwinder_state", DescribeCfiStats(CfiTableStats()) + "; " + std::to_string(d.deferred) +
+                              " walks left to the collector, " + std::to_string(d.finished) +
+                              " finished, " + std::to_string(d.no_slot) +
+                              " without a free slot; built by the collector process (" +
                               std::to_string(cfi_host_->heap_in_use() >> 10) + " KiB of the arena, " +
                               std::to_string(cfi_host_->scans()) + " reads of the objects)");
   }

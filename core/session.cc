@@ -24,6 +24,7 @@
 
 #include "backends/cfi_region.h"
 #include "backends/cfi_tables.h"
+#include "backends/cfi_unwinder.h"
 #include "core/collector_process.h"
 #include "core/exit_exec.h"
 #include "core/proc_maps.h"
@@ -193,6 +194,12 @@ bool UseCfiRegion() {
   if (!ArenaShared()) return false;
   CfiRegion* region = CfiInitRegion(ArenaMap(kCfiRegionBytes, AtFork::kCopy), kCfiRegionBytes);
   if (region == nullptr || !ArenaShared() || !CfiUseRegion(region)) return false;
+  // Walks the handler leaves to the helper: their slots are fresh zero
+  // pages in a fork child (the parent's walks are not its own).
+  if (const size_t bytes = CfiDeferredPoolBytes(); bytes > 0) {
+    void* pool = ArenaMap(bytes, AtFork::kZero);
+    if (pool != nullptr && ArenaShared() && CfiUseDeferredPool(pool)) region->deferred_pool = pool;
+  }
   ArenaSetRoot(ArenaRoot::kCfi, region);
   return true;
 }

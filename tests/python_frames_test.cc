@@ -844,15 +844,16 @@ TEST(PythonFrames, NativeFramesOfPythonWithoutFramePointersAreWalked) {
   ExpectNativeChainsUnderPython({}, "thread", 0.9, 0.9);
 }
 
-// Without walks left to a collector (the handler cannot hand them to a
-// process yet), the first samples in each part of an object walk by frame
-// pointer until the helper has its rows: 7-8% of the main process's here.
-// The children's helpers adopt the rows their parent's had built (with
-// the arena's copy): 99-100% of theirs reach the root.
+// The helper builds the rows and finishes the walks the handler left to
+// it (their slots are in the arena too): 99.7-100% of each process's
+// samples in libz reach the root. (Before the walks could be left to the
+// helper, the main process's first samples in each part walked by frame
+// pointer: 92-93%; the children's helpers adopt the rows their parent's
+// had built, with the arena's copy.)
 TEST(PythonFrames, CollectorProcessWalksTheNativeFramesOfPythonWithoutFramePointers) {
   RequirePythonWithTorchAndPil();
   if (HasFatalFailure()) return;
-  ExpectNativeChainsUnderPython({{"DLPROF_COLLECTOR", "process"}}, "process", 0.75, 0.9);
+  ExpectNativeChainsUnderPython({{"DLPROF_COLLECTOR", "process"}}, "process", 0.9, 0.9);
 }
 
 // A program that turns undumpable (as a setuid drop does), run as an
