@@ -36,6 +36,11 @@ struct CfiRegion {
   // The deferred walks' pool (backends/cfi_unwinder.h), an arena extent of
   // its own, set by the program before its helper starts; nullptr if none.
   void* deferred_pool;
+  // The helper's cache of build-ids by file (core/remote_maps.h
+  // ExportFiles), in its heap: a block whose first 8 bytes are the length
+  // of what follows; nullptr if none. A fork child's helper starts with its
+  // parent's. Replaced whole; an old block is freed as tables are.
+  std::atomic<const uint64_t*> maps_cache;
   cfi_shared::CfiSharedState state;
 };
 constexpr uint64_t kCfiRegionMagic = 0x31494643666c6455ull;  // "UdlfCFI1"

@@ -36,6 +36,7 @@ bool Parse(int argc, char** argv, dlprof::CollectorProcessArgs* a, int* attempt)
       ("mode", po::value<std::string>(&mode)->required())
       ("field", po::value<std::vector<std::string>>(&fields))
       ("python", po::value<std::string>(&a->python))
+      ("stderr", po::value<std::string>(&a->program_stderr))
       ("file-at-once", po::value<bool>(&a->file_at_once))
       ("attempt", po::value<int>(attempt));
   try {

@@ -39,6 +39,7 @@
 #include "core/remote_maps.h"
 #include "core/session_state.h"
 #include "core/shared_arena.h"
+#include "core/stderr_lines.h"
 #include "core/thread_registry.h"
 #include "core/tick_schedule.h"
 
@@ -59,6 +60,7 @@ class ProgramMaps : public OutsideMaps {
     if (reader_.Read(pid_, &maps, &error) && !maps.empty()) {
       last_ = std::move(maps);
       last_generation_ = MappingsFingerprint(last_);
+      ShareBuildIds();
     }
     if (last_.empty()) return false;
     *out = last_;
@@ -66,17 +68,62 @@ class ProgramMaps : public OutsideMaps {
     return true;
   }
 
+  // The build-ids this helper reads go into the cfi region too (a block of
+  // `host`'s heap), where a fork child's helper finds them (Prime).
+  void ShareBuildIdsIn(CfiRegion* region, RemoteCfiHost* host) {
+    region_ = region;
+    host_ = host;
+  }
+
   // Reads them once now, at the helper's start (the program is alive then,
-  // but for a fork child that ended at once).
+  // but for a fork child that ended at once). A fork child's helper starts
+  // from the build-ids its parent's had read, in the region's copy.
   void Prime() {
+    if (region_ != nullptr) {
+      if (const uint64_t* block = region_->maps_cache.load(std::memory_order_acquire)) {
+        const uint64_t bytes = block[0];
+        if (ArenaReadable(block, 8 + bytes)) reader_.ImportFiles(block + 1, bytes);
+        shared_count_ = reader_.cached();
+        published_ = block;  // the parent's: never freed here
+        parents_ = block;
+      }
+    }
     std::vector<MapEntry> maps;
     uint64_t generation = 0;
     Read(&maps, &generation);
   }
 
  private:
+  // Publishes the build-id cache when it grew (a new block; the old one is
+  // freed once no fork's copy of the arena may be reading it).
+  void ShareBuildIds() {
+    if (region_ == nullptr || reader_.cached() == shared_count_) return;
+    const std::string bytes = reader_.ExportFiles();
+    const size_t size = 8 + bytes.size();
+    auto* block = static_cast<uint64_t*>(host_->Map(size, /*populate=*/false));
+    if (block == nullptr) return;
+    block[0] = bytes.size();
+    memcpy(block + 1, bytes.data(), bytes.size());
+    region_->maps_cache.store(block, std::memory_order_seq_cst);
+    shared_count_ = reader_.cached();
+    if (published_ != nullptr && published_ != parents_) {
+      old_.emplace_back(const_cast<uint64_t*>(published_), 8 + published_[0]);
+    }
+    published_ = block;
+    if (!old_.empty() && host_->Quiet(0)) {
+      for (const auto& [at, n] : old_) host_->Unmap(at, n);
+      old_.clear();
+    }
+  }
+
   pid_t pid_;
   RemoteMaps reader_;
+  CfiRegion* region_ = nullptr;
+  RemoteCfiHost* host_ = nullptr;
+  size_t shared_count_ = 0;
+  const uint64_t* published_ = nullptr;
+  const uint64_t* parents_ = nullptr;
+  std::vector<std::pair<void*, size_t>> old_;
   std::vector<MapEntry> last_;
   uint64_t last_generation_ = 0;
 };
@@ -212,9 +259,10 @@ class Loop {
   explicit Loop(const CollectorProcessArgs& a) : a_(a), maps_(a.pid), memory_(a.pid) {}
 
   int Run() {
+    UseCfiRegion();
     maps_.Prime();
     collector_.ReadFromOutside(a_.pid, &maps_);
-    UseCfiRegion();
+    if (cfi_host_ != nullptr) collector_.ReadStacksFromOutside();
     for (const auto& [key, value] : a_.fields) collector_.SetProcessField(key, value);
     ReadPythonFromOutside();
     collector_.set_file_pending(true);
@@ -307,10 +355,10 @@ class Loop {
     if (region == nullptr || !CfiUseRegion(region)) return;
     cfi_host_ = std::make_unique<RemoteCfiHost>(a_.pid, region);
     CfiSetHost(cfi_host_.get());
+    maps_.ShareBuildIdsIn(region, cfi_host_.get());
     if (region->deferred_pool != nullptr && ArenaReadable(region->deferred_pool, 1)) {
       CfiUseDeferredPool(region->deferred_pool);
     }
-    collector_.ReadStacksFromOutside();
   }
 
   // What the tables came to, as the thread's unwinder says it.
@@ -382,6 +430,9 @@ class Loop {
     if (!collector_.file_pending()) return true;
     std::string error;
     if (CreateProfileFile(&collector_, a_.file, &error)) return true;
+    // As the thread says it (core/run_folder.cc), on the program's stderr.
+    const std::string line = "dlprof: " + error + "; profiling off for this process\n";
+    WriteStderrLine(line.data(), line.size());
     g_state.Apply(PhaseEvent::kOutputFailed);
     return false;
   }
@@ -440,6 +491,10 @@ int RunProcessCollector(const CollectorProcessArgs& args) {
   g_mailbox.UseAt(mailbox);
   UseSlotTableAt(slots);
   CountCollectorCpuOfThisThread();
+  unsigned long long dev = 0, ino = 0;
+  if (sscanf(args.program_stderr.c_str(), "%llu:%llu", &dev, &ino) == 2) {
+    WriteStderrLinesToProgram(args.pid, dev, ino);
+  }
   StartWatching(args.pid);
   try {
     Loop loop(args);

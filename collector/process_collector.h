@@ -29,6 +29,9 @@ struct CollectorProcessArgs {
   // the addresses of _PyRuntime, PyCode_Type and PyUnicode_Type there); ""
   // for another.
   std::string python;
+  // The program's stderr when its library started ("DEV:INO"), where the
+  // helper's lines go while it is still that file; "" if it was closed.
+  std::string program_stderr;
 };
 
 // The helper's descriptors, as core/collector_spawn.h passes them.

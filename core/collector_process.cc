@@ -24,6 +24,7 @@
 #include "core/python_frames.h"
 #include "core/raw_syscall.h"
 #include "core/shared_arena.h"
+#include "core/stderr_lines.h"
 
 namespace dlprof {
 namespace {
@@ -190,6 +191,11 @@ std::vector<std::string> SharedArgs(const ProfileFileSpec& spec, int snapshot_ms
   // _PyRuntime (where blocked threads' states are found) and those of its
   // code and string types, which the helper checks objects against (a fork
   // child has the same).
+  // The program's stderr, where the helper's lines go (core/stderr_lines.h).
+  unsigned long long dev = 0, ino = 0;
+  if (RememberedStderr(&dev, &ino)) {
+    args.push_back("--stderr=" + std::to_string(dev) + ":" + std::to_string(ino));
+  }
   if (const PythonRuntime* py = ActivePython()) {
     char text[128];
     snprintf(text, sizeof(text), "--python=%u.%u:%#lx:%#lx:%#lx", py->layout->version >> 8,

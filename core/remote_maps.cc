@@ -330,6 +330,34 @@ bool RemoteMaps::Read(pid_t pid, std::vector<MapEntry>* out, std::string* error)
   }
 }
 
+// Entries: device, inode, mtime (8 bytes each), the build-id's length (1)
+// and bytes.
+std::string RemoteMaps::ExportFiles() const {
+  std::string out;
+  for (const auto& [key, id] : build_ids_) {
+    if (std::get<3>(key) != 0 || id.size() > kMaxBuildIdBytes) continue;
+    const uint64_t words[3] = {std::get<0>(key), std::get<1>(key), std::get<2>(key)};
+    out.append(reinterpret_cast<const char*>(words), sizeof(words));
+    out.push_back(static_cast<char>(id.size()));
+    out.append(id);
+  }
+  return out;
+}
+
+void RemoteMaps::ImportFiles(const void* data, size_t size) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  size_t at = 0;
+  while (at + 25 <= size && build_ids_.size() < kMaxCached) {
+    uint64_t words[3];
+    memcpy(words, p + at, sizeof(words));
+    const size_t n = p[at + 24];
+    if (n > kMaxBuildIdBytes || at + 25 + n > size) break;
+    build_ids_[Key{words[0], words[1], words[2], 0}] =
+        std::string(reinterpret_cast<const char*>(p + at + 25), n);
+    at += 25 + n;
+  }
+}
+
 bool ReadProcessMappings(pid_t pid, std::vector<MapEntry>* out, std::string* error) {
   RemoteMaps maps;
   return maps.Read(pid, out, error);

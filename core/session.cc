@@ -191,7 +191,10 @@ void OnForeignSigprof(int signo, siginfo_t*, void*) {
 // cannot hold one (not shared, or no memory): the helper walks by frame
 // pointer then.
 bool UseCfiRegion() {
-  if (!ArenaShared()) return false;
+  // (Under a file size limit it may not fit: the arena must stay shared.)
+  if (!ArenaShared() || !ArenaCanGrow(kCfiRegionBytes + CfiDeferredPoolBytes() + (1 << 20))) {
+    return false;
+  }
   CfiRegion* region = CfiInitRegion(ArenaMap(kCfiRegionBytes, AtFork::kCopy), kCfiRegionBytes);
   if (region == nullptr || !ArenaShared() || !CfiUseRegion(region)) return false;
   // Walks the handler leaves to the helper: their slots are fresh zero

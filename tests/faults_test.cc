@@ -335,6 +335,52 @@ TEST(Faults, FullDiskStopsProfilingOnceProgramRunsOn) {
   EXPECT_GT(CpuSamples(run.profile), 20);
 }
 
+// The same full disk under the collector process. The helper's write
+// fails, and it says so in the same one line, on the program's stderr,
+// which it opens through /proc for that line (it holds none of the
+// program's descriptors; before, it stopped in silence). (A file size
+// limit cannot show it: the shared arena is a file too, and under a small
+// limit the process keeps the thread.)
+TEST(Faults, CollectorProcessSaysOnTheProgramsStderrThatTheDiskIsFull) {
+  std::string why;
+  if (!CanMountTmpfs(&why)) GTEST_SKIP() << "cannot mount a tmpfs here: " << why;
+  const std::string rounds = "60", ms = "20";
+  const ProcessResult& plain = Unprofiled(rounds, ms);
+  ASSERT_EQ(plain.exit_code, 7) << plain.err;
+  const std::string mnt = MakeTempDir("dlprof-fault-tmpfs");
+  const std::string copy = MakeTempDir("dlprof-fault-tmpfs-copy");
+  // As above; the program's stderr is a pipe (the test's), and after the
+  // program's end the shell waits a moment for its helper's last write.
+  const std::string filled = "mount -t tmpfs -o size=96k,mode=0700 tmpfs " + Sh(mnt) +
+                             " || exit 99; head -c 90112 /dev/zero > " + Sh(mnt) + "/ballast; " +
+                             Sh(ProgramPath("fault_workload")) + " steady " + rounds + " " + ms +
+                             "; rc=$?; sleep 0.5; rm " + Sh(mnt) +
+                             "/ballast; cp -a " + Sh(mnt) + "/. " + Sh(copy) + "; exit $rc";
+  ProcessResult r =
+      RunProcess({"/usr/bin/unshare", "-m", "--propagation", "private", "/bin/sh", "-c", filled},
+                 {{"DLPROF_SAMPLE", "1"},
+                  {"DLPROF_OUT", mnt},
+                  {"DLPROF_HZ", "1000"},
+                  {"DLPROF_COLLECTOR", "process"}});
+  ASSERT_NE(r.exit_code, 99) << r.err;
+  EXPECT_EQ(r.exit_code, 7) << r.err;
+  EXPECT_EQ(WithoutDiag(r.out), WithoutDiag(plain.out));
+  auto warnings = LinesWith(r.err, "dlprof:");
+  ASSERT_EQ(warnings.size(), 1u) << r.err;
+  EXPECT_NE(warnings[0].find("No space left on device"), std::string::npos) << warnings[0];
+
+  ProfiledRun run;
+  run.out_dir = copy;
+  ReadRun(&run);
+  ASSERT_EQ(run.files.size(), 1u) << r.err;
+  ASSERT_EQ(run.profile.processes.size(), 1u);
+  EXPECT_EQ(run.profile.processes[0].fields["collector"], "process");
+  std::string report_dir;
+  json summary = Report(copy, &report_dir);
+  ASSERT_TRUE(summary.is_object());
+  EXPECT_GT(summary["processes"][0]["samples"].get<int64_t>(), 0);
+}
+
 // DLPROF_OUT that is not a safe folder: one line, no profile, the program
 // runs as without dlprof. A world-writable folder with the sticky bit (like
 // /tmp) is fine.
