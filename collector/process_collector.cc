@@ -365,13 +365,20 @@ class Loop {
   void NoteCfiState() {
     if (cfi_host_ == nullptr) return;
     const CfiDeferredStats d = CfiDeferredWalkStats();
+    // (Objects unreadable from here: every frame was walked by frame
+    // pointer, and the profile says why.)
+    const std::string unreadable = cfi_host_->Unreadable();
+    const std::string note =
+        unreadable.empty() ? "" : "; the collector process cannot read the program's objects (" +
+                                      unreadable + "): frames walked by frame pointer";
     collector_.SetProcessField(
         "unwinder_state", DescribeCfiStats(CfiTableStats()) + "; " + std::to_string(d.deferred) +
                               " walks left to the collector, " + std::to_string(d.finished) +
                               " finished, " + std::to_string(d.no_slot) +
                               " without a free slot; built by the collector process (" +
                               std::to_string(cfi_host_->heap_in_use() >> 10) + " KiB of the arena, " +
-                              std::to_string(cfi_host_->scans()) + " reads of the objects)");
+                              std::to_string(cfi_host_->scans()) + " reads of the objects)" +
+                              note);
   }
 
   // A CPython program: its code objects are read through process_vm_readv,

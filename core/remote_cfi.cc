@@ -5,6 +5,8 @@
 #include <time.h>
 
 #include <algorithm>
+#include <map>
+#include <set>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
@@ -80,10 +82,14 @@ bool ReadMapsLines(pid_t pid, std::vector<MapsLine>* out, std::string* error) {
   return true;
 }
 
+// The executable mappings by file (device, inode): a lookup per object, not
+// a pass over every line (20,000 mappings of one file made that quadratic:
+// 2.8 s of the helper's CPU).
+using ExecByFile = std::multimap<std::pair<uint64_t, uint64_t>, const MapsLine*>;
+
 // The object headed by mapping `head` (offset 0 of a file, or the vdso), if
 // it is a loaded ELF object.
-bool DescribeObject(pid_t pid, const MapsLine& head, const std::vector<MapsLine>& lines,
-                    RemoteObject* out) {
+bool DescribeObject(pid_t pid, const MapsLine& head, const ExecByFile& exec, RemoteObject* out) {
   ElfW(Ehdr) eh;
   if (ReadRemote(pid, &eh, head.lo, sizeof(eh)) != sizeof(eh)) return false;
   if (memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
@@ -109,11 +115,10 @@ bool DescribeObject(pid_t pid, const MapsLine& head, const std::vector<MapsLine>
   const uintptr_t bias = head.lo - first_load;
   // Loaded: an executable mapping of the same file covers part of its text.
   const bool vdso = head.path == "[vdso]";
-  bool loaded = false;
-  for (const MapsLine& m : lines) {
-    if (!m.executable) continue;
-    const bool same = vdso ? m.lo == head.lo : (m.inode == head.inode && m.dev == head.dev);
-    if (same && m.lo < bias + text_hi && m.hi > bias + text_lo) {
+  bool loaded = vdso && head.executable;
+  for (auto [it, end] = exec.equal_range({head.dev, head.inode}); !vdso && it != end; ++it) {
+    const MapsLine& m = *it->second;
+    if (m.lo < bias + text_hi && m.hi > bias + text_lo) {
       loaded = true;
       break;
     }
@@ -131,15 +136,32 @@ bool ReadRemoteObjects(pid_t pid, std::vector<RemoteObject>* out, std::string* e
   std::vector<MapsLine> lines;
   if (!ReadMapsLines(pid, &lines, error)) return false;
   out->clear();
+  std::set<uintptr_t> biases;
+  ExecByFile exec;
+  for (const MapsLine& m : lines) {
+    if (m.executable && m.inode != 0) exec.emplace(std::make_pair(m.dev, m.inode), &m);
+  }
   for (const MapsLine& m : lines) {
     if (m.offset != 0 || !m.readable || m.path.empty()) continue;
     if (m.inode == 0 && m.path != "[vdso]") continue;
+    // A file mapped many times without being loaded (20,000 read-only
+    // mmaps of a library): only an offset-0 mapping near where one of the
+    // file's executable mappings puts offset 0 (a loaded object's segments
+    // keep their file offsets, give or take their alignment) is read.
+    if (m.path != "[vdso]") {
+      bool near = false;
+      int checked = 0;
+      for (auto [it, end] = exec.equal_range({m.dev, m.inode});
+           !near && it != end && checked++ < 64; ++it) {
+        const uintptr_t zero = it->second->lo - it->second->offset;
+        near = (zero > m.lo ? zero - m.lo : m.lo - zero) < (uintptr_t{16} << 20);
+      }
+      if (!near) continue;
+    }
     RemoteObject o;
-    if (!DescribeObject(pid, m, lines, &o)) continue;
+    if (!DescribeObject(pid, m, exec, &o)) continue;
     // The same object headed twice (never in practice): the first one.
-    const bool seen = std::any_of(out->begin(), out->end(),
-                                  [&](const RemoteObject& x) { return x.bias == o.bias; });
-    if (!seen) out->push_back(std::move(o));
+    if (biases.insert(o.bias).second) out->push_back(std::move(o));
   }
   return true;
 }
@@ -150,14 +172,18 @@ void RemoteCfiHost::RefreshIfDue() {
   const int64_t now = NowNs();
   const uint64_t no_object = region_->state.no_object.load(std::memory_order_relaxed);
   const int64_t since = now - last_read_ns_;
-  const bool due = last_read_ns_ == 0 || since >= 1000000000 ||
-                   (no_object != no_object_seen_ && since >= 100000000);
+  const bool missed = no_object != no_object_seen_ && since >= miss_wait_ns_;
+  const bool due = last_read_ns_ == 0 || since >= 1000000000 || missed;
   if (!due) return;
   last_read_ns_ = now;
   no_object_seen_ = no_object;
   std::vector<RemoteObject> objects;
   std::string error;
-  if (!ReadRemoteObjects(pid_, &objects, &error)) return;  // gone: the last ones stand
+  if (!ReadRemoteObjects(pid_, &objects, &error)) {
+    read_error_ = error;
+    return;  // gone: the last ones stand
+  }
+  read_error_.clear();
   ++scans_;
   uint64_t fp = 1469598103934665603ull;
   for (const RemoteObject& o : objects) {
@@ -165,11 +191,35 @@ void RemoteCfiHost::RefreshIfDue() {
     fp = (fp ^ o.bias) * 1099511628211ull;
     fp = (fp ^ o.phdrs.size()) * 1099511628211ull;
   }
-  if (fp != fingerprint_ || generation_ == 0) {
+  const bool changed = fp != fingerprint_ || generation_ == 0;
+  if (changed) {
     fingerprint_ = fp;
     ++generation_;
     objects_ = std::move(objects);
   }
+  // Samples in no known object: libraries loading (an import, every 20 ms
+  // then, so that their samples soon have rows), or JIT code, which no read
+  // of the maps will find: the wait doubles up to the second while reads
+  // find nothing new (JIT code had the objects read 10 times a second).
+  if (missed) {
+    miss_wait_ns_ = changed ? kFirstMissWaitNs : std::min<int64_t>(miss_wait_ns_ * 2, 1000000000);
+  }
+}
+
+std::string RemoteCfiHost::Unreadable() const {
+  if (!objects_.empty()) return "";
+  if (!read_error_.empty()) return read_error_;
+  if (scans_ == 0) return "";
+  // The maps were read but no header could be (process_vm_readv refused:
+  // a seccomp filter, an undumpable program).
+  ElfW(Ehdr) probe;
+  errno = 0;
+  iovec local{&probe, sizeof(probe)};
+  iovec remote{reinterpret_cast<void*>(region_), sizeof(probe)};
+  if (process_vm_readv(pid_, &local, 1, &remote, 1, 0) < 0) {
+    return std::string("process_vm_readv: ") + strerror(errno);
+  }
+  return "no loaded object found in its maps";
 }
 
 bool RemoteCfiHost::IterateObjects(int (*callback)(dl_phdr_info*, size_t, void*), void* data) {

@@ -52,11 +52,15 @@ class RemoteCfiHost final : public CfiHost {
   uint64_t heap_in_use() const { return in_use_; }
   // Times the program's objects were read (its maps and headers).
   uint64_t scans() const { return scans_; }
+  // Why the program's objects could not be read, or why none was found
+  // ("" when some were): for the profile (the tables are empty then).
+  std::string Unreadable() const;
 
  private:
-  // Reads the objects again when due: at the first walk, then at most once
-  // a second, or after 100 ms when a handler met a pc in no object (a
-  // library loaded since).
+  // Reads the objects again when due: at the first walk, then once a
+  // second, or sooner when a handler met a pc in no object (a library
+  // loaded since): 20 ms after the last read while reads find new objects,
+  // doubling to a second while they find none.
   void RefreshIfDue();
 
   pid_t pid_;
@@ -66,6 +70,9 @@ class RemoteCfiHost final : public CfiHost {
   uint64_t fingerprint_ = 0;  // of objects_
   int64_t last_read_ns_ = 0;
   uint64_t no_object_seen_ = 0;
+  static constexpr int64_t kFirstMissWaitNs = 20000000;
+  int64_t miss_wait_ns_ = kFirstMissWaitNs;  // RefreshIfDue
+  std::string read_error_;                   // the last read's failure
   uint64_t scans_ = 0;
   // Freed heap runs by address (merged with their neighbours), reused first.
   std::map<uintptr_t, size_t> free_;

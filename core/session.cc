@@ -195,12 +195,13 @@ bool UseCfiRegion() {
   if (!ArenaShared() || !ArenaCanGrow(kCfiRegionBytes + CfiDeferredPoolBytes() + (1 << 20))) {
     return false;
   }
-  CfiRegion* region = CfiInitRegion(ArenaMap(kCfiRegionBytes, AtFork::kCopy), kCfiRegionBytes);
+  CfiRegion* region =
+      CfiInitRegion(ArenaMapShared(kCfiRegionBytes, AtFork::kCopy), kCfiRegionBytes);
   if (region == nullptr || !ArenaShared() || !CfiUseRegion(region)) return false;
   // Walks the handler leaves to the helper: their slots are fresh zero
   // pages in a fork child (the parent's walks are not its own).
   if (const size_t bytes = CfiDeferredPoolBytes(); bytes > 0) {
-    void* pool = ArenaMap(bytes, AtFork::kZero);
+    void* pool = ArenaMapShared(bytes, AtFork::kZero);
     if (pool != nullptr && ArenaShared() && CfiUseDeferredPool(pool)) region->deferred_pool = pool;
   }
   ArenaSetRoot(ArenaRoot::kCfi, region);
@@ -245,7 +246,10 @@ void StartSession() {
   if (G->config.collector_process && !G->collector_process) {
     G->collector_note = "thread: DLPROF_COLLECTOR=process refused here (" + collector_refusal + ")";
   }
-  if (G->collector_process && !UseCfiRegion()) {
+  // (Only for the unwinder that uses it: the region is address space, which
+  // RLIMIT_AS counts.)
+  const bool cfi = G->config.unwinder == "auto" || G->config.unwinder == "cfi";
+  if (G->collector_process && (!cfi || !UseCfiRegion())) {
     if (G->config.unwinder == "cfi") {
       // Asked for by name: the thread builds them.
       G->collector_process = false;

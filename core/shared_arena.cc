@@ -321,7 +321,8 @@ bool MapForkCopy() {
 
 }  // namespace
 
-void* ArenaMap(size_t bytes, AtFork at_fork) {
+namespace {
+void* MapExtent(size_t bytes, AtFork at_fork, bool private_if_not_shared) {
   if (bytes == 0) return nullptr;
   bytes = RoundUp(bytes);
   pthread_mutex_lock(&g_mu);
@@ -331,7 +332,7 @@ void* ArenaMap(size_t bytes, AtFork at_fork) {
     off_t offset = 0;
     p = MapShared(bytes, &offset);
     const bool shared = p != nullptr;
-    if (!shared) {
+    if (!shared && private_if_not_shared) {
       g_all_shared = false;  // one private extent: a collector process could not see it
       p = MapPrivate(bytes);
     }
@@ -345,6 +346,11 @@ void* ArenaMap(size_t bytes, AtFork at_fork) {
   pthread_mutex_unlock(&g_mu);
   return p;
 }
+}  // namespace
+
+void* ArenaMap(size_t bytes, AtFork at_fork) { return MapExtent(bytes, at_fork, true); }
+
+void* ArenaMapShared(size_t bytes, AtFork at_fork) { return MapExtent(bytes, at_fork, false); }
 
 bool ArenaShared() {
   pthread_mutex_lock(&g_mu);

@@ -34,6 +34,11 @@ enum class AtFork {
 // Thread-safe (a lock); not async-signal-safe.
 void* ArenaMap(size_t bytes, AtFork at_fork);
 
+// As ArenaMap, for what a process can do without (the cfi region): shared
+// memory or nothing (nullptr), never a private extent, which would make the
+// whole arena unreadable from a collector process.
+void* ArenaMapShared(size_t bytes, AtFork at_fork);
+
 // True when every extent so far is shared memory (a memfd).
 bool ArenaShared();
 
