@@ -23,6 +23,7 @@
 #include "backends/private_fd.h"
 #include "core/annotations.h"
 #include "core/fault_handler.h"
+#include "core/memory_view.h"
 #include "core/proc_maps.h"
 #include "core/python_exec_notes.h"
 #include "core/python_frames.h"
@@ -34,21 +35,6 @@
 
 namespace dlprof {
 namespace {
-
-// [from, from + n) of process `pid`'s memory, by process_vm_readv: the bytes
-// copied before the first that could not be read.
-size_t CopyOutside(pid_t pid, void* to, uintptr_t from, size_t n) {
-  size_t done = 0;
-  while (done < n) {
-    iovec local{static_cast<char*>(to) + done, n - done};
-    iovec remote{reinterpret_cast<void*>(from + done), n - done};
-    const ssize_t got = process_vm_readv(pid, &local, 1, &remote, 1, 0);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) break;
-    done += static_cast<size_t>(got);
-  }
-  return done;
-}
 
 // The words at `addresses` of process `pid`, in one system call (one remote
 // piece each); false unless every one was read.
@@ -429,7 +415,7 @@ uint32_t Collector::WalkBlocked(ThreadSlot* s, pid_t tid, uintptr_t sp, uintptr_
       }
       if (stack_copy_.data != nullptr) {
         const size_t want = std::min<uintptr_t>(hi - lo, kBlockedStackCopyBytes);
-        copied = outside ? CopyOutside(outside_pid_, stack_copy_.data, lo, want)
+        copied = outside ? CopyFromProcess(outside_pid_, stack_copy_.data, lo, want)
                          : CopyOwnMemory(stack_copy_.data, lo, want);
       }
     }

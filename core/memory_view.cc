@@ -16,6 +16,19 @@ void OwnMemory::BeginReads() const { OpenFaultsForSafeLoads(); }
 
 void OwnMemory::EndReads() const { CloseFaultsForSafeLoads(FaultsReturnTo::kProcess); }
 
+size_t CopyFromProcess(pid_t pid, void* to, uintptr_t from, size_t n) {
+  size_t done = 0;
+  while (done < n) {
+    iovec local{static_cast<char*>(to) + done, n - done};
+    iovec remote{reinterpret_cast<void*>(from + done), n - done};
+    const ssize_t got = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;
+    done += static_cast<size_t>(got);
+  }
+  return done;
+}
+
 bool ProcessMemory::Copy(uintptr_t address, void* out, size_t n) const {
   if (n == 0) return true;
   iovec local{out, n};

@@ -44,6 +44,12 @@ class OwnMemory : public MemoryView {
 // CAP_SYS_PTRACE; under Yama's ptrace_scope 1 the program names its helper
 // with PR_SET_PTRACER). Counts the reads the kernel refused for want of
 // them, which no later read will change.
+// [from, from + n) of process `pid`'s memory into `to`, by process_vm_readv
+// (the ptrace read permission): the bytes copied before the first page that
+// could not be read. Not signal-safe in spirit (the collector's), though it
+// only makes system calls.
+size_t CopyFromProcess(pid_t pid, void* to, uintptr_t from, size_t n);
+
 class ProcessMemory : public MemoryView {
  public:
   explicit ProcessMemory(pid_t pid) : pid_(pid) {}

@@ -15,6 +15,7 @@
 #include <string>
 #include <utility>
 
+#include "core/memory_view.h"
 #include "core/shared_arena.h"
 
 namespace dlprof {
@@ -28,20 +29,6 @@ int64_t NowNs() {
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
-// Copies [from, from + n) of `pid`'s memory; the bytes copied before the
-// first page that could not be read.
-size_t ReadRemote(pid_t pid, void* to, uintptr_t from, size_t n) {
-  size_t done = 0;
-  while (done < n) {
-    iovec local{static_cast<char*>(to) + done, n - done};
-    iovec remote{reinterpret_cast<void*>(from + done), n - done};
-    const ssize_t got = process_vm_readv(pid, &local, 1, &remote, 1, 0);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) break;
-    done += static_cast<size_t>(got);
-  }
-  return done;
-}
 
 struct MapsLine {
   uintptr_t lo = 0, hi = 0, offset = 0;
@@ -91,7 +78,7 @@ using ExecByFile = std::multimap<std::pair<uint64_t, uint64_t>, const MapsLine*>
 // it is a loaded ELF object.
 bool DescribeObject(pid_t pid, const MapsLine& head, const ExecByFile& exec, RemoteObject* out) {
   ElfW(Ehdr) eh;
-  if (ReadRemote(pid, &eh, head.lo, sizeof(eh)) != sizeof(eh)) return false;
+  if (CopyFromProcess(pid, &eh, head.lo, sizeof(eh)) != sizeof(eh)) return false;
   if (memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
       eh.e_phentsize != sizeof(ElfW(Phdr)) || eh.e_phnum == 0 || eh.e_phnum > 256) {
     return false;
@@ -99,7 +86,7 @@ bool DescribeObject(pid_t pid, const MapsLine& head, const ExecByFile& exec, Rem
   std::vector<ElfW(Phdr)> phdrs(eh.e_phnum);
   const size_t bytes = phdrs.size() * sizeof(ElfW(Phdr));
   if (eh.e_phoff > head.hi - head.lo ||
-      ReadRemote(pid, phdrs.data(), head.lo + eh.e_phoff, bytes) != bytes) {
+      CopyFromProcess(pid, phdrs.data(), head.lo + eh.e_phoff, bytes) != bytes) {
     return false;
   }
   uintptr_t first_load = UINTPTR_MAX, text_lo = UINTPTR_MAX, text_hi = 0;
@@ -238,7 +225,7 @@ bool RemoteCfiHost::IterateObjects(int (*callback)(dl_phdr_info*, size_t, void*)
 }
 
 size_t RemoteCfiHost::Copy(void* to, uintptr_t from, size_t n) {
-  return ReadRemote(pid_, to, from, n);
+  return CopyFromProcess(pid_, to, from, n);
 }
 
 void* RemoteCfiHost::Map(size_t bytes, bool) {

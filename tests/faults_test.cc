@@ -293,26 +293,35 @@ bool CanMountTmpfs(std::string* why) {
   return r.exit_code == 0;
 }
 
-// A real full disk: a 96 KiB tmpfs as DLPROF_OUT. Writes fail with ENOSPC.
+// fault_workload profiled onto a real full disk: DLPROF_OUT a 96 KiB tmpfs,
+// 88 KiB of it taken by ballast, two pages left for the profile, which
+// needs more (writes fail with ENOSPC). Its content is copied to `copy`
+// before the mount namespace goes away; the shell waits a moment after the
+// program for a collector process's last write. Exit status 99: no tmpfs.
+ProcessResult RunOnAFullDisk(const std::string& rounds, const std::string& ms,
+                             const std::string& copy,
+                             const std::map<std::string, std::string>& more_env) {
+  const std::string mnt = MakeTempDir("dlprof-fault-tmpfs");
+  const std::string filled = "mount -t tmpfs -o size=96k,mode=0700 tmpfs " + Sh(mnt) +
+                             " || exit 99; head -c 90112 /dev/zero > " + Sh(mnt) + "/ballast; " +
+                             Sh(ProgramPath("fault_workload")) + " steady " + rounds + " " + ms +
+                             "; rc=$?; sleep 0.5; rm " + Sh(mnt) +
+                             "/ballast; cp -a " + Sh(mnt) + "/. " + Sh(copy) + "; exit $rc";
+  std::map<std::string, std::string> env = {
+      {"DLPROF_SAMPLE", "1"}, {"DLPROF_OUT", mnt}, {"DLPROF_HZ", "1000"}};
+  env.insert(more_env.begin(), more_env.end());
+  return RunProcess({"/usr/bin/unshare", "-m", "--propagation", "private", "/bin/sh", "-c", filled},
+                    env);
+}
+
 TEST(Faults, FullDiskStopsProfilingOnceProgramRunsOn) {
   std::string why;
   if (!CanMountTmpfs(&why)) GTEST_SKIP() << "cannot mount a tmpfs here: " << why;
   const std::string rounds = "60", ms = "20";
   const ProcessResult& plain = Unprofiled(rounds, ms);
   ASSERT_EQ(plain.exit_code, 7) << plain.err;
-  const std::string mnt = MakeTempDir("dlprof-fault-tmpfs");
   const std::string copy = MakeTempDir("dlprof-fault-tmpfs-copy");
-  // A 96 KiB tmpfs, 88 KiB of it taken by ballast: two pages left for the
-  // profile, which needs more. Its content is copied out before the mount
-  // namespace goes away.
-  const std::string filled = "mount -t tmpfs -o size=96k,mode=0700 tmpfs " + Sh(mnt) +
-                             " || exit 99; head -c 90112 /dev/zero > " + Sh(mnt) + "/ballast; " +
-                             Sh(ProgramPath("fault_workload")) + " steady " + rounds + " " + ms +
-                             "; rc=$?; rm " + Sh(mnt) +
-                             "/ballast; cp -a " + Sh(mnt) + "/. " + Sh(copy) + "; exit $rc";
-  ProcessResult r =
-      RunProcess({"/usr/bin/unshare", "-m", "--propagation", "private", "/bin/sh", "-c", filled},
-                 {{"DLPROF_SAMPLE", "1"}, {"DLPROF_OUT", mnt}, {"DLPROF_HZ", "1000"}});
+  ProcessResult r = RunOnAFullDisk(rounds, ms, copy, {});
   ASSERT_NE(r.exit_code, 99) << r.err;
   EXPECT_EQ(r.exit_code, 7) << r.err;
   EXPECT_EQ(WithoutDiag(r.out), WithoutDiag(plain.out));
@@ -347,21 +356,9 @@ TEST(Faults, CollectorProcessSaysOnTheProgramsStderrThatTheDiskIsFull) {
   const std::string rounds = "60", ms = "20";
   const ProcessResult& plain = Unprofiled(rounds, ms);
   ASSERT_EQ(plain.exit_code, 7) << plain.err;
-  const std::string mnt = MakeTempDir("dlprof-fault-tmpfs");
   const std::string copy = MakeTempDir("dlprof-fault-tmpfs-copy");
-  // As above; the program's stderr is a pipe (the test's), and after the
-  // program's end the shell waits a moment for its helper's last write.
-  const std::string filled = "mount -t tmpfs -o size=96k,mode=0700 tmpfs " + Sh(mnt) +
-                             " || exit 99; head -c 90112 /dev/zero > " + Sh(mnt) + "/ballast; " +
-                             Sh(ProgramPath("fault_workload")) + " steady " + rounds + " " + ms +
-                             "; rc=$?; sleep 0.5; rm " + Sh(mnt) +
-                             "/ballast; cp -a " + Sh(mnt) + "/. " + Sh(copy) + "; exit $rc";
-  ProcessResult r =
-      RunProcess({"/usr/bin/unshare", "-m", "--propagation", "private", "/bin/sh", "-c", filled},
-                 {{"DLPROF_SAMPLE", "1"},
-                  {"DLPROF_OUT", mnt},
-                  {"DLPROF_HZ", "1000"},
-                  {"DLPROF_COLLECTOR", "process"}});
+  // (The program's stderr is a pipe, the test's.)
+  ProcessResult r = RunOnAFullDisk(rounds, ms, copy, {{"DLPROF_COLLECTOR", "process"}});
   ASSERT_NE(r.exit_code, 99) << r.err;
   EXPECT_EQ(r.exit_code, 7) << r.err;
   EXPECT_EQ(WithoutDiag(r.out), WithoutDiag(plain.out));
