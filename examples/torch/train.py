@@ -42,9 +42,12 @@ SCENARIOS = {
     # Rotations and blurs in the workers cost more than the model's step: the
     # loop waits about two thirds of the time; bottleneck 'fetch' (cpu, worker).
     "augment-bound": dict(augment_passes=14),
-    # Reads sleep as long as 1 MB/s storage would take, per worker: the
-    # loop waits; bottleneck 'fetch' (io, worker).
-    "io-bound": dict(storage_mbps=1.0),
+    # Reads sleep as long as 0.4 MB/s storage would take, per worker: the
+    # loop waits; bottleneck 'fetch' (io, worker). (At 1 MB/s the small
+    # generated images came in about as fast as a loaded 2-core machine ran
+    # the model: the loop waited 8-9% in some unprofiled runs and 65% in
+    # others. At 0.4 it waits 42-82%.)
+    "io-bound": dict(storage_mbps=0.4),
     # Cheap data, a heavier model: the workers keep up, the loop hardly waits.
     "model-bound": dict(model_width=48, model_extra=4, steps=16),
     # augment-bound as a datapipe chain: IterableWrapper -> ShardingFilter ->
