@@ -189,7 +189,10 @@ constexpr int64_t kMaxWaitCarryNs = 1000000000;
 // (it matched CLOCK_THREAD_CPUTIME_ID within 0.3%, ARCHITECTURE.md).
 // schedstat's text ("cpu_ns delay_ns slices"): the delay, and the CPU time
 // into *cpu_ns; -1 when it does not parse.
-int64_t ParseSchedstat(char* buf, int64_t* cpu_ns) {
+// A schedstat line: CPU time, run delay, and the slices run (counted when
+// a slice starts: a thread running now has its slice counted, where its
+// CPU time has it only once it stops).
+int64_t ParseSchedstat(char* buf, int64_t* cpu_ns, uint64_t* slices = nullptr) {
   char* end = nullptr;
   const unsigned long long cpu = strtoull(buf, &end, 10);
   if (end == buf) return -1;
@@ -197,6 +200,10 @@ int64_t ParseSchedstat(char* buf, int64_t* cpu_ns) {
   char* p = end;
   const unsigned long long delay = strtoull(p, &end, 10);
   if (end == p) return -1;
+  if (slices != nullptr) {
+    p = end;
+    *slices = strtoull(p, &end, 10);
+  }
   return static_cast<int64_t>(delay);
 }
 
@@ -225,7 +232,7 @@ int64_t Collector::ReadRunDelay(pid_t tid) {
   return outside_pid_ != 0 ? OutsideSchedstat(tid, nullptr) : RunDelay(0, tid);
 }
 
-int64_t Collector::OutsideSchedstat(pid_t tid, int64_t* cpu_ns) {
+int64_t Collector::OutsideSchedstat(pid_t tid, int64_t* cpu_ns, uint64_t* slices) {
   int fd = -1;
   auto it = schedstat_fds_.find(tid);
   if (it != schedstat_fds_.end()) {
@@ -243,15 +250,17 @@ int64_t Collector::OutsideSchedstat(pid_t tid, int64_t* cpu_ns) {
   if (n <= 0) {  // the thread is gone (ESRCH): its number may come back as another's
     close(fd);
     schedstat_fds_.erase(tid);
+    slices_at_tick_.erase(tid);
     return -1;
   }
   buf[n] = '\0';
-  return ParseSchedstat(buf, cpu_ns);
+  return ParseSchedstat(buf, cpu_ns, slices);
 }
 
 void Collector::CloseSchedstatFds() {
   for (const auto& [tid, fd] : schedstat_fds_) close(fd);
   schedstat_fds_.clear();
+  slices_at_tick_.clear();
 }
 
 void Collector::ExtendRunsTo(int64_t end_ns) {
@@ -307,7 +316,9 @@ const PythonRuntime* Collector::Python() const {
 int64_t Collector::ThreadCpuTime(pid_t tid, int64_t* run_delay) {
   if (outside_pid_ != 0) {
     int64_t cpu = -1;
-    *run_delay = OutsideSchedstat(tid, &cpu);
+    uint64_t slices = 0;
+    *run_delay = OutsideSchedstat(tid, &cpu, &slices);
+    if (*run_delay >= 0) slices_at_tick_[tid] = slices;
     return *run_delay >= 0 ? cpu : -1;
   }
   timespec ts;
@@ -331,8 +342,16 @@ int Collector::BlockedPythonFrames(ThreadSlot* s, pid_t tid, uint64_t* py) {
 // since `cpu_ns` (WalkBlocked says why).
 bool Collector::CpuUnchanged(pid_t tid, int64_t cpu_ns) {
   if (outside_pid_ == 0) return ThreadCpuNs(tid) == cpu_ns;
-  int64_t delay = -1;
-  return ThreadCpuTime(tid, &delay) == cpu_ns;
+  // From outside the CPU time is schedstat's, which has a slice still
+  // running only once it ends: a thread that woke during the walk and runs
+  // now looked unchanged, and its new stack was taken for the blocked one
+  // (an ASan run of ...NeverGivesAThreadThatWakesMidWalkAWrongStack). The
+  // count of slices run is raised when one starts.
+  int64_t cpu = -1;
+  uint64_t slices = 0;
+  if (OutsideSchedstat(tid, &cpu, &slices) < 0 || cpu != cpu_ns) return false;
+  const auto it = slices_at_tick_.find(tid);
+  return it != slices_at_tick_.end() && it->second == slices;
 }
 
 // A blocked thread's stack without a native walk: the leaf `pc` the kernel

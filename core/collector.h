@@ -192,10 +192,13 @@ class Collector {
   // at each: 3,000 opens a second for 200 threads at 100 Hz, 5x the
   // collector thread's CPU). The helper's own descriptors, never the
   // program's.
-  int64_t OutsideSchedstat(pid_t tid, int64_t* cpu_ns);
+  int64_t OutsideSchedstat(pid_t tid, int64_t* cpu_ns, uint64_t* slices = nullptr);
   void CloseSchedstatFds();
   static constexpr size_t kMaxSchedstatFds = 1024;
   std::unordered_map<pid_t, int> schedstat_fds_;
+  // From outside: each thread's count of slices run at the tick's read
+  // (CpuUnchanged).
+  std::unordered_map<pid_t, uint64_t> slices_at_tick_;
   int64_t ThreadCpuTime(pid_t tid, int64_t* run_delay);
   pid_t outside_pid_ = 0;  // ReadFromOutside
   OutsideMaps* outside_maps_ = nullptr;
