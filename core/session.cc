@@ -246,10 +246,10 @@ void StartSession() {
   if (G->config.collector_process && !G->collector_process) {
     G->collector_note = "thread: DLPROF_COLLECTOR=process refused here (" + collector_refusal + ")";
   }
-  // (Only for the unwinder that uses it: the region is address space, which
-  // RLIMIT_AS counts.)
-  const bool cfi = G->config.unwinder == "auto" || G->config.unwinder == "cfi";
-  if (G->collector_process && (!cfi || !UseCfiRegion())) {
+  // (Whatever the unwinder: blocked threads are walked with the tables, as
+  // the thread does. A TSan pass with DLPROF_BACKEND=fp found their chains
+  // gone when the region was made for auto and cfi only.)
+  if (G->collector_process && !UseCfiRegion()) {
     if (G->config.unwinder == "cfi") {
       // Asked for by name: the thread builds them.
       G->collector_process = false;
