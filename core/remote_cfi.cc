@@ -17,17 +17,12 @@
 
 #include "core/memory_view.h"
 #include "core/shared_arena.h"
+#include "core/signal_handler.h"
 
 namespace dlprof {
 namespace {
 
 constexpr uintptr_t kPage = 4096;
-
-int64_t NowNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
 
 
 struct MapsLine {
@@ -156,7 +151,7 @@ bool ReadRemoteObjects(pid_t pid, std::vector<RemoteObject>* out, std::string* e
 RemoteCfiHost::RemoteCfiHost(pid_t pid, CfiRegion* region) : pid_(pid), region_(region) {}
 
 void RemoteCfiHost::RefreshIfDue() {
-  const int64_t now = NowNs();
+  const int64_t now = MonotonicNs();
   const uint64_t no_object = region_->state.no_object.load(std::memory_order_relaxed);
   const int64_t since = now - last_read_ns_;
   const bool missed = no_object != no_object_seen_ && since >= miss_wait_ns_;
