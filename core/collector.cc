@@ -269,6 +269,16 @@ void Collector::ExtendRunsTo(int64_t end_ns) {
     if (s->state.load(std::memory_order_acquire) != kSlotLive || s->last_cpu_ns < 0) continue;
     const int64_t delta = end_ns - s->last_wall_ns;
     if (delta <= 0) continue;
+    uint32_t stages[kMaxStageDepth];
+    const uint32_t depth = std::min<uint32_t>(s->depth.load(std::memory_order_relaxed), kMaxStageDepth);
+    for (uint32_t d = 0; d < depth; ++d) stages[d] = s->stages[d].load(std::memory_order_relaxed);
+    const uint32_t path = InternPath(stages, depth);
+    if (s->run_ticks > 0 && path != s->run_path) {
+      EndWallRun(s);
+      s->run_path = path;
+      s->run_state = 0;
+      s->run_stack = 0;
+    }
     // (A flush since the last tick wrote the run out: a new one, in the
     // state and stage path that tick saw.)
     if (s->run_ticks == 0) s->run_ticks = 1;

@@ -131,7 +131,12 @@ class Collector {
   // (when the program began to end) in the state its last tick saw;
   // running, the time is on CPU. Without it the wall time from the last
   // tick to the end was lost: up to a slow tick, and more when the
-  // collector process itself waited for a core.
+  // collector process itself waited for a core. A thread whose stage path
+  // is no longer its run's left that run after the last tick: the run ends
+  // there, and the time after it goes to the path the thread is in now,
+  // running (it ran to leave). Extending the old run claimed a stage the
+  // thread had left: a 300 ms `nap` left just before exit came out as a
+  // span of a few µs, its record stamped after the thread's next sample.
   void ExtendRunsTo(int64_t end_ns);
   // An exited thread's open run, to the time it unregistered (its slot's
   // exit_ns), with the CPU it used since the last tick.
