@@ -306,8 +306,15 @@ class Loop {
       // The exec's request before the end: a fork child that exec'd (and
       // whose image may be gone already, a /bin/true) leaves no file of its
       // own, as with the thread.
-      if (requests & kRequestRearm) ended_for_exec_ = false;  // the exec failed
-      const bool exec_end = (requests & kRequestExecEnd) != 0;
+      bool exec_end = (requests & kRequestExecEnd) != 0;
+      if (requests & kRequestRearm) {
+        ended_for_exec_ = false;  // an exec failed
+        // Taken with an exec's start (the program does not wait for this
+        // loop between them): the failed one, then maybe another under way.
+        // Served as an exec that ended, a fork child whose exec failed at
+        // once lost its file and everything it did after.
+        if (exec_end) exec_end = g_mailbox.ExecUnderway();
+      }
       if (exec_end) {
         NoteCfiState();
         collector_.SetProcessField("end", "exec");

@@ -393,6 +393,7 @@ void BeforeExec() {
   // The helper cannot touch the timers: they are disarmed here, and it
   // writes the END "exec" once the image is gone (no wait).
   if (CollectorIsProcess()) DisarmForExec();
+  g_mailbox.SetExecUnderway(true);
   g_mailbox.Post(kRequestExecEnd);
   if (!CollectorIsProcess()) RequestFlush(1000);
   // Every timer is disarmed now (or the collector is gone): what is still
@@ -405,6 +406,7 @@ void AfterFailedExec() {
   AfterFailedExecSigprof(g_sigprof_ignored_for_exec.exchange(false));
   // Even when the END was not confirmed in time: the collector may have
   // written it since, and writes nothing more until this.
+  g_mailbox.SetExecUnderway(false);
   g_mailbox.Post(kRequestRearm);
   if (CollectorIsProcess()) RearmAfterFailedExec();
 }

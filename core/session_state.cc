@@ -227,6 +227,7 @@ void Mailbox::MoveTo(void* shared) {
 void Mailbox::ResetInForkChild() {
   d()->bits.store(0);
   d()->worker.store(kNoWorker);
+  d()->exec_underway.store(0);
 }
 
 }  // namespace dlprof

@@ -139,6 +139,7 @@ class Mailbox {
     std::atomic<uint64_t> flush_requested{0};
     std::atomic<uint64_t> flush_done{0};
     std::atomic<uint32_t> flush_seq{0};  // futex: bumped after each flush_done store
+    std::atomic<uint32_t> exec_underway{0};  // 1 from BeforeExec until the exec fails
   };
   constexpr Mailbox() : data_(&own_) {}
   // As SessionState::MoveTo and UseAt. The futexes are process-shared
@@ -159,6 +160,14 @@ class Mailbox {
   // once a Post came after that read, else at `deadline_ns` (CLOCK_MONOTONIC).
   uint32_t WakeCount() const { return d()->wake.load(std::memory_order_acquire); }
   bool Sleep(int64_t deadline_ns, uint32_t seen);
+
+  // Whether the program's last exec is still under way (it fails or the
+  // image is replaced): set before kRequestExecEnd is posted, cleared
+  // before kRequestRearm. A collector that does not wait out each exec (the
+  // process) may take both bits at once, and only this says which came last.
+  // These are safe to call from asynchronous signals.
+  void SetExecUnderway(bool on) { d()->exec_underway.store(on ? 1 : 0, std::memory_order_release); }
+  bool ExecUnderway() const { return d()->exec_underway.load(std::memory_order_acquire) != 0; }
 
   // dlprof_set_worker: the id travels with kRequestWorker.
   void PostWorker(int id);
