@@ -58,6 +58,12 @@ struct Tables {
   std::atomic<uint32_t> stage_count;
   std::atomic<int> buffer_count;
   dlprof_buffer buffers[kMaxBuffers];  // under g_buffer_mu
+  // What the bounds refused or cut, here (in the arena) rather than in the
+  // library's own memory so that a collector process reads them too: its
+  // files left them out, and the report did not say names were lost.
+  std::atomic<uint64_t> stage_names_refused;
+  std::atomic<uint64_t> names_cut;
+  std::atomic<uint64_t> buffers_refused;
 };
 
 std::atomic<Tables*> g_tables{nullptr};
@@ -79,9 +85,15 @@ Tables* MakeTables() {
   return t;
 }
 
-std::atomic<uint64_t> g_stage_names_refused{0};
-std::atomic<uint64_t> g_names_cut{0};
-std::atomic<uint64_t> g_buffers_refused{0};
+// Adds one to a refusal counter of the tables, when there are any.
+void Count(std::atomic<uint64_t> Tables::*counter) {
+  if (Tables* t = TablesNow()) (t->*counter).fetch_add(1, std::memory_order_relaxed);
+}
+
+uint64_t Read(std::atomic<uint64_t> Tables::*counter) {
+  const Tables* t = TablesNow();
+  return t == nullptr ? 0 : (t->*counter).load(std::memory_order_relaxed);
+}
 
 const char* CopyName(const char* name, size_t max_bytes) {
   size_t n = strnlen(name, max_bytes + 1);
@@ -90,7 +102,7 @@ const char* CopyName(const char* name, size_t max_bytes) {
     n = max_bytes;
     // Not inside a UTF-8 sequence: back up over continuation bytes (at most 3).
     for (int i = 0; i < 3 && n > 0 && (static_cast<unsigned char>(name[n]) & 0xc0) == 0x80; ++i) --n;
-    g_names_cut.fetch_add(1, std::memory_order_relaxed);
+    Count(&Tables::names_cut);
   }
   char* copy = NameBytes(n + (cut ? 4 : 1));
   if (copy == nullptr) return "?";
@@ -122,7 +134,7 @@ uint32_t InternStage(const char* name) {
   char* key = id > kMaxStages ? nullptr : NameBytes(n);
   if (key == nullptr) {
     // Bounded: the name is not kept; the report says how many were refused.
-    g_stage_names_refused.fetch_add(1, std::memory_order_relaxed);
+    Count(&Tables::stage_names_refused);
     return 0;
   }
   memcpy(key, name, n);
@@ -156,7 +168,7 @@ dlprof_buffer* CreateBuffer(const char* name, uint64_t capacity) {
   if (t == nullptr) return nullptr;
   int n = t->buffer_count.load(std::memory_order_relaxed);
   if (n >= kMaxBuffers) {
-    g_buffers_refused.fetch_add(1, std::memory_order_relaxed);
+    Count(&Tables::buffers_refused);
     return nullptr;
   }
   dlprof_buffer* b = &t->buffers[n];
@@ -172,14 +184,16 @@ int BufferCount() {
 }
 dlprof_buffer* BufferAt(int i) { return &TablesNow()->buffers[i]; }
 
-uint64_t StageNamesRefused() { return g_stage_names_refused.load(std::memory_order_relaxed); }
-uint64_t NamesCut() { return g_names_cut.load(std::memory_order_relaxed); }
-uint64_t BuffersRefused() { return g_buffers_refused.load(std::memory_order_relaxed); }
+uint64_t StageNamesRefused() { return Read(&Tables::stage_names_refused); }
+uint64_t NamesCut() { return Read(&Tables::names_cut); }
+uint64_t BuffersRefused() { return Read(&Tables::buffers_refused); }
 
 void ResetAnnotationCounters() {
-  g_stage_names_refused.store(0);
-  g_names_cut.store(0);
-  g_buffers_refused.store(0);
+  if (Tables* t = TablesNow()) {
+    t->stage_names_refused.store(0);
+    t->names_cut.store(0);
+    t->buffers_refused.store(0);
+  }
 }
 
 void LockAnnotationsForFork() {

@@ -1213,11 +1213,11 @@ bool Collector::Flush() {
       {"fork_samples", g_sampler.fork_samples.load(std::memory_order_relaxed)},
       {"fork_fence_ns", g_sampler.fork_fence_ns.load(std::memory_order_relaxed)}};
   // Counted in the program's private memory, not in the arena: a collector
-  // process cannot see them, and leaves them out rather than say 0.
+  // process cannot see them, and leaves them out rather than say 0. (The
+  // annotation tables' refusals are in the arena.)
   auto unseen = [this](const char* name) {
-    static const char* const kProgramPrivate[] = {
-        "dropped_nothread", "stage_names_refused", "names_cut",    "buffers_refused",
-        "unwind_loader_busy", "fork_samples",      "fork_fence_ns"};
+    static const char* const kProgramPrivate[] = {"dropped_nothread", "unwind_loader_busy",
+                                                  "fork_samples", "fork_fence_ns"};
     if (outside_pid_ == 0) return false;
     for (const char* p : kProgramPrivate) {
       if (strcmp(p, name) == 0) return true;
