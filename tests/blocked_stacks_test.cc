@@ -205,7 +205,9 @@ TEST(BlockedStacks, ReadThroughTheInterposedSyscallKeepsItsChain) {
 TEST(BlockedStacks, ReadInAKnownChainWhereProcessVmReadvIsRefused) {
   ExpectTheChainInEveryReport(
       ProfileCommand({ProgramPath("blocked_read"), "chain", "30", "50"}, 120,
-                     std::string(DLPROF_BUILD_DIR) + "/tests/harm/deny_vm_readv"));
+                     std::string(DLPROF_BUILD_DIR) + "/tests/harm/deny_vm_readv",
+                     // The helper would inherit the filter: it reads nothing.
+                     {{"DLPROF_COLLECTOR", "thread"}}));
 }
 
 // A thread that wakes and blocks again all the time, alternately through
@@ -377,7 +379,7 @@ TEST(BlockedStacks, PythonFunctionsOfABlockedThreadAndWorker) {
 #ifdef DLPROF_UNDER_TSAN
   GTEST_SKIP() << "TSan's runtime cannot be preloaded into an uninstrumented python3";
 #endif
-  ExpectPythonFunctionsOfABlockedThreadAndWorker({}, "thread");
+  ExpectPythonFunctionsOfABlockedThreadAndWorker({{"DLPROF_COLLECTOR", "thread"}}, "thread");
 }
 
 // The same from the collector process: it reads the blocked threads' Python
@@ -417,7 +419,7 @@ TEST(BlockedStacks, AnIoBoundDataLoadersCulpritIsTheFunctionItBlocksIn) {
 #ifdef DLPROF_UNDER_TSAN
   GTEST_SKIP() << "TSan's runtime cannot be preloaded into an uninstrumented python3";
 #endif
-  ExpectTheIoBoundDataLoadersCulprit({}, "thread");
+  ExpectTheIoBoundDataLoadersCulprit({{"DLPROF_COLLECTOR", "thread"}}, "thread");
 }
 
 TEST(BlockedStacks, CollectorProcessFindsTheIoBoundDataLoadersCulprit) {

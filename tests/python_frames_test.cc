@@ -460,7 +460,7 @@ void ExpectSharesInTheMainProcessAndAForkedWorker(std::map<std::string, std::str
 TEST(PythonFrames, CpuSharesHoldInTheMainProcessAndAForkedWorkerAtOnce) {
   RequirePythonWithTorchAndPil();
   if (HasFatalFailure()) return;
-  ExpectSharesInTheMainProcessAndAForkedWorker({}, "thread");
+  ExpectSharesInTheMainProcessAndAForkedWorker({{"DLPROF_COLLECTOR", "thread"}}, "thread");
 }
 
 // The same with the collector as a process of its own (DLPROF_COLLECTOR=
@@ -773,7 +773,7 @@ void ExpectDataLoaderWorkersShowAugmentAndGetitem(std::map<std::string, std::str
 TEST(PythonFrames, DataLoaderWorkersShowAugmentAndGetitemWithFileAndLine) {
   RequirePythonWithTorchAndPil();
   if (HasFatalFailure()) return;
-  ExpectDataLoaderWorkersShowAugmentAndGetitem({}, "thread");
+  ExpectDataLoaderWorkersShowAugmentAndGetitem({{"DLPROF_COLLECTOR", "thread"}}, "thread");
 }
 
 TEST(PythonFrames, CollectorProcessNamesTheDataLoaderWorkersFunctions) {
@@ -841,7 +841,7 @@ void ExpectNativeChainsUnderPython(const std::map<std::string, std::string>& dlp
 TEST(PythonFrames, NativeFramesOfPythonWithoutFramePointersAreWalked) {
   RequirePythonWithTorchAndPil();
   if (HasFatalFailure()) return;
-  ExpectNativeChainsUnderPython({}, "thread", 0.9, 0.9);
+  ExpectNativeChainsUnderPython({{"DLPROF_COLLECTOR", "thread"}}, "thread", 0.9, 0.9);
 }
 
 // The helper builds the rows and finishes the walks the handler left to
