@@ -76,8 +76,8 @@ Config ParseConfig(const std::function<const char*(const char*)>& getenv_fn,
   }
   if (const char* v = getenv_fn("DLPROF_COLLECTOR")) {
     std::string s = v;
-    if (s == "process") c.collector_process = true;
-    else if (s != "thread") bad("DLPROF_COLLECTOR", v, "thread or process", "thread");
+    if (s == "thread") c.collector_process = false;
+    else if (s != "process") bad("DLPROF_COLLECTOR", v, "process or thread", "process");
   }
   if (const char* v = getenv_fn("DLPROF_WARMUP_STEPS")) {
     if (!ParseInt(v, 0, 1000000, &c.warmup_steps)) {

@@ -32,11 +32,11 @@ struct Config {
   // (core/python_exec_notes.h). Both name code freed soon after it ran.
   bool py_code_wake = true;
   bool py_exec_hook = true;
-  // DLPROF_COLLECTOR=thread|process: where the collector runs. "process" is
-  // the helper process of issue 11's design (docs/ARCHITECTURE.md, "What is
-  // next"), phase 2: for processes it cannot serve yet it falls back to the
-  // thread, and the profile says why.
-  bool collector_process = false;
+  // DLPROF_COLLECTOR=process|thread: where the collector runs. "process"
+  // (the default since session 26) is the helper process of issue 11's
+  // design (docs/ARCHITECTURE.md, "The collector process"): where it cannot
+  // serve a process it falls back to the thread, and the profile says why.
+  bool collector_process = true;
 };
 
 // Reads the configuration through `getenv_fn` (getenv in production). Every

@@ -49,19 +49,19 @@ TEST(Config, PythonCodeNamingDiagnostics) {
   EXPECT_EQ(w[0], "dlprof: DLPROF_PY_EXEC_HOOK='off' is invalid (expected 1 or 0); using 1");
 }
 
-// Where the collector runs: the thread unless DLPROF_COLLECTOR=process.
+// Where the collector runs: a helper process unless DLPROF_COLLECTOR=thread.
 TEST(Config, CollectorPlace) {
   auto parse = [](const char* value) {
     return ParseConfig(
         [&](const char* name) { return std::string(name) == "DLPROF_COLLECTOR" ? value : nullptr; },
         [](const std::string&) {});
   };
-  EXPECT_FALSE(parse(nullptr).collector_process);
+  EXPECT_TRUE(parse(nullptr).collector_process);
   EXPECT_FALSE(parse("thread").collector_process);
   EXPECT_TRUE(parse("process").collector_process);
   const auto w = WarningsFor("DLPROF_COLLECTOR", "helper");
   ASSERT_EQ(w.size(), 1u);
-  EXPECT_EQ(w[0], "dlprof: DLPROF_COLLECTOR='helper' is invalid (expected thread or process); using thread");
+  EXPECT_EQ(w[0], "dlprof: DLPROF_COLLECTOR='helper' is invalid (expected process or thread); using process");
 }
 
 }  // namespace
