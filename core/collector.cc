@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 
 #include <dlprof/format.h>
 
@@ -28,6 +29,7 @@
 #include "core/python_exec_notes.h"
 #include "core/python_frames.h"
 #include "core/safe_load.h"
+#include "core/session_state.h"
 #include "core/shared_arena.h"
 #include "core/signal_handler.h"
 #include "core/stderr_lines.h"
@@ -1182,7 +1184,7 @@ bool Collector::Flush() {
       {"samples", samples},
       {"dropped_ring", ring},
       {"dropped_busy", busy},
-      {"dropped_nothread", g_sampler.dropped_nothread.load(std::memory_order_relaxed)},
+      {"dropped_nothread", g_state.counter(kDroppedNoThread)},
       {"events_dropped", events},
       {"handler_ns", handler},
       // dlprof's own thread: with handler_ns, what profiling cost the process.
@@ -1210,26 +1212,13 @@ bool Collector::Flush() {
       {"unwind_loader_busy", LoaderBusyLookups()},
       // Samples unwound by frame pointers because a fork() was under way,
       // and how long forks kept libunwind out.
-      {"fork_samples", g_sampler.fork_samples.load(std::memory_order_relaxed)},
-      {"fork_fence_ns", g_sampler.fork_fence_ns.load(std::memory_order_relaxed)}};
-  // Counted in the program's private memory, not in the arena: a collector
-  // process cannot see them, and leaves them out rather than say 0. (The
-  // annotation tables' refusals are in the arena.)
-  auto unseen = [this](const char* name) {
-    static const char* const kProgramPrivate[] = {"dropped_nothread", "unwind_loader_busy",
-                                                  "fork_samples", "fork_fence_ns"};
-    if (outside_pid_ == 0) return false;
-    for (const char* p : kProgramPrivate) {
-      if (strcmp(p, name) == 0) return true;
-    }
-    return false;
-  };
-  uint64_t written = 0;
-  for (const auto& stat : stats) written += unseen(stat.first) ? 0 : 1;
+      {"fork_samples", g_state.counter(kForkSamples)},
+      {"fork_fence_ns", g_state.counter(kForkFenceNs)}};
+  // Every counter is in the arena (the session's words, the annotation
+  // tables, the slots), so a collector process writes them all.
   p.clear();
-  PutVarint(&p, written);
+  PutVarint(&p, std::size(stats));
   for (const auto& [name, value] : stats) {
-    if (unseen(name)) continue;
     PutBytes(&p, name);
     PutVarint(&p, value);
   }

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "backends/private_fd.h"
+#include "core/session_state.h"
 
 namespace dlprof {
 namespace {
@@ -91,7 +92,6 @@ const std::string& BuildIdAt(const BuildIdScan& scan, uintptr_t addr) {
 
 pthread_mutex_t* g_loader_lock = nullptr;
 std::atomic<bool> g_loader_unusable{false};
-std::atomic<uint64_t> g_loader_busy{0};
 
 using IteratePhdrFn = int (*)(int (*)(dl_phdr_info*, size_t, void*), void*);
 // Atomic by builtins, not std::atomic: read by the uninstrumented
@@ -139,7 +139,7 @@ int FindHeldRecursiveMutex(dl_phdr_info*, size_t, void* data) {
 
 __thread bool t_in_unwind __attribute__((tls_model("initial-exec"))) = false;
 
-uint64_t LoaderBusyLookups() { return g_loader_busy.load(std::memory_order_relaxed); }
+uint64_t LoaderBusyLookups() { return g_state.counter(kLoaderBusy); }
 
 void FindLoaderLock() {
   NextIteratePhdr();
@@ -301,7 +301,7 @@ __attribute__((no_sanitize("address"))) int ProgramDlIteratePhdr(
   pthread_mutex_t* lock = g_loader_lock;
   if (!t_in_unwind || lock == nullptr) return next(callback, data);
   if (g_loader_unusable.load(std::memory_order_relaxed) || pthread_mutex_trylock(lock) != 0) {
-    g_loader_busy.fetch_add(1, std::memory_order_relaxed);
+    g_state.Count(kLoaderBusy);
     return 0;  // as if nothing were loaded: the unwinder stops at this frame
   }
   int result = next(callback, data);  // takes the (recursive) lock again, at once

@@ -136,8 +136,7 @@ void UnlockAfterFork() {
   pthread_mutex_unlock(&g_collector_mu);
   UnlockAnnotationsAfterFork();
   g_sampler.fork_fence.fetch_sub(1, std::memory_order_seq_cst);
-  g_sampler.fork_fence_ns.fetch_add(static_cast<uint64_t>(MonotonicNs() - t_fence_start_ns),
-                                    std::memory_order_relaxed);
+  g_state.Count(kForkFenceNs, static_cast<uint64_t>(MonotonicNs() - t_fence_start_ns));
 }
 
 // In a fork()ed child: only the forking thread survives. Forget the parent's
@@ -180,9 +179,7 @@ void ResetInForkChild() {
       s->state.store(kSlotFree);
     }
   }
-  g_sampler.dropped_nothread.store(0);
-  g_sampler.fork_samples.store(0);
-  g_sampler.fork_fence_ns.store(0);
+  g_state.ResetCounters();
   g_session_pid.store(getpid(), std::memory_order_relaxed);
   ResetBufferStats();
   ResetAnnotationCounters();

@@ -198,6 +198,7 @@ void CopyWords(const SessionState::Data& from, SessionState::Data* to) {
   to->end_cause.store(from.end_cause.load());
   to->end_status.store(from.end_status.load());
   to->end_ns.store(from.end_ns.load());
+  for (int i = 0; i < kRuntimeCounters; ++i) to->counters[i].store(from.counters[i].load());
 }
 
 template <>
@@ -208,6 +209,7 @@ void CopyWords(const Mailbox::Data& from, Mailbox::Data* to) {
   to->flush_requested.store(from.flush_requested.load());
   to->flush_done.store(from.flush_done.load());
   to->flush_seq.store(from.flush_seq.load());
+  to->exec_underway.store(from.exec_underway.load());
 }
 
 }  // namespace

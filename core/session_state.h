@@ -69,6 +69,17 @@ constexpr int kEndExit = -3;       // exit(): the exiting thread writes END itse
 // library's constructors ran), moved once into the shared arena
 // (core/shared_arena.h) when the session starts (MoveTo), where a
 // collector process can reach them.
+// Counters of the runtime's own kept with the session's words, so that a
+// collector process reads them too (as library globals they were left out
+// of its files: a drop it could not see went unreported).
+enum RuntimeCounter : int {
+  kDroppedNoThread,  // signals on threads with no slot
+  kForkSamples,      // samples unwound by frame pointers while a fork() was under way
+  kForkFenceNs,      // how long forks kept libunwind out, in all
+  kLoaderBusy,       // unwinder lookups given up: another thread held the loader's lock
+  kRuntimeCounters,
+};
+
 class SessionState {
  public:
   struct Data {
@@ -78,6 +89,7 @@ class SessionState {
     std::atomic<int> end_cause{kEndNone};
     std::atomic<int> end_status{0};
     std::atomic<int64_t> end_ns{0};  // when the end began (BeginEnd)
+    std::atomic<uint64_t> counters[kRuntimeCounters] = {};
   };
   constexpr SessionState() : data_(&own_) {}
   // Copies the words into `shared` (zeroed memory of sizeof(Data)) and uses
@@ -91,6 +103,18 @@ class SessionState {
   // that writes the END after the process is gone runs its threads' wall
   // time to there.
   int64_t end_ns() const { return d()->end_ns.load(std::memory_order_relaxed); }
+
+  // The runtime's counters. Count is safe to call from asynchronous signals.
+  void Count(RuntimeCounter c, uint64_t n = 1) {
+    d()->counters[c].fetch_add(n, std::memory_order_relaxed);
+  }
+  uint64_t counter(RuntimeCounter c) const {
+    return d()->counters[c].load(std::memory_order_relaxed);
+  }
+  // In a fork child: the parent's counts are not the child's.
+  void ResetCounters() {
+    for (auto& c : d()->counters) c.store(0, std::memory_order_relaxed);
+  }
 
   Phase phase() const { return static_cast<Phase>(d()->phase.load(std::memory_order_acquire)); }
   bool recording() const { return IsRecording(phase()); }

@@ -113,7 +113,7 @@ __attribute__((noinline)) void TakeSample(void* arg) {
   if (g_sampler.fork_fence.load(std::memory_order_seq_cst) != 0 &&
       g_sampler.fork_unwinder != nullptr) {
     unwinder = g_sampler.fork_unwinder;
-    g_sampler.fork_samples.fetch_add(1, std::memory_order_relaxed);
+    g_state.Count(kForkSamples);
   }
   const int64_t start = MonotonicNs();
 
@@ -223,7 +223,7 @@ void HandleProfilingSignal(int signo, siginfo_t* info, void* ucontext) {
     }
   }
   if (s == nullptr) {
-    g_sampler.dropped_nothread.fetch_add(1, std::memory_order_relaxed);
+    g_state.Count(kDroppedNoThread);
     errno = saved_errno;
     return;
   }

@@ -34,14 +34,12 @@ struct SamplerState {
   bool weigh_by_cpu_time = false;  // TimerSource::CpuTimeWeighted()
   int64_t period_ns = 10000000;    // 1e9 / hz
   std::atomic<bool> active{false};  // false: the handler records nothing
-  std::atomic<uint64_t> dropped_nothread{0};  // signals on threads with no slot
   // Non-zero while a fork() is under way: the handler unwinds with
   // fork_unwinder, which takes no lock the child could inherit held
   // (core/session_fork.cc LockForFork).
   std::atomic<int> fork_fence{0};
   Unwinder* fork_unwinder = nullptr;        // used while the fence is up (frame pointers)
-  std::atomic<uint64_t> fork_samples{0};   // samples taken by it
-  std::atomic<uint64_t> fork_fence_ns{0};  // time the fence was up, in all
+  // (Its samples and time are counted in g_state: kForkSamples, kForkFenceNs.)
   // Called (from the handler) for a SIGPROF the timer source did not send.
   void (*on_foreign)(int signo, siginfo_t* info, void* ucontext) = nullptr;
 };

@@ -621,8 +621,7 @@ TEST(Faults, ForkWhileAnotherThreadHoldsTheLoaderLock) {
 // libunwind looks new pcs up through dl_iterate_phdr from the handler.
 TEST(Faults, SamplingNeverWaitsForTheLoaderLock) {
   ProfiledRun run = Profiled("fault_stress", {"sample-in-loader"},
-                             {{"DLPROF_HZ", "1000"}, {"DLPROF_BACKEND", "libunwind"},
-                              {"DLPROF_COLLECTOR", "thread"}});  // the counter is private
+                             {{"DLPROF_HZ", "1000"}, {"DLPROF_BACKEND", "libunwind"}});
   const std::string& out = run.result.out;
   EXPECT_EQ(run.result.exit_code, 0) << out << run.result.err;
   EXPECT_NE(out.find("loader_wait=ok"), std::string::npos) << out;
@@ -638,8 +637,7 @@ TEST(Faults, SamplingNeverWaitsForTheLoaderLock) {
 // sampled all the same.
 TEST(Faults, CfiSamplingNeverAsksTheLoader) {
   ProfiledRun run = Profiled("fault_stress", {"sample-in-loader"},
-                             {{"DLPROF_HZ", "1000"}, {"DLPROF_BACKEND", "cfi"},
-                              {"DLPROF_COLLECTOR", "thread"}});  // the counter is private
+                             {{"DLPROF_HZ", "1000"}, {"DLPROF_BACKEND", "cfi"}});
   const std::string& out = run.result.out;
   EXPECT_EQ(run.result.exit_code, 0) << out << run.result.err;
   EXPECT_NE(out.find("loader_wait=ok"), std::string::npos) << out;
