@@ -63,6 +63,10 @@ int main(int argc, char** argv) {
   dlprof::CollectorProcessArgs args;
   int attempt = 1;
   if (!Parse(argc, argv, &args, &attempt)) return 2;
+  // Not in the directory the program started in (spawned, it inherited
+  // it): a helper there kept the program's own `umount` of it busy. Its
+  // paths are absolute.
+  if (chdir("/") != 0) return 2;
   const int status = dlprof::RunProcessCollector(args);
   if (status == dlprof::kExitAddressTaken && attempt < kMaxAttempts) {
     std::vector<std::string> again(argv, argv + argc);
