@@ -2,7 +2,9 @@
 #include "core/collector_process.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -109,6 +111,37 @@ std::atomic<bool> g_is_process{false};
 // helper spawned from it or from a fork child of it would be adopted by it.
 // Kept in memory, so a fork child knows it too.
 std::atomic<bool> g_subreaper_in_program{false};
+// An ancestor in the program reaps orphans (DLPROF_REAPER, below): read at
+// session start, kept in memory for fork children.
+std::atomic<bool> g_reaper_above{false};
+// The process changed its credentials (set*id, setgroups): kept in memory
+// for fork children.
+std::atomic<bool> g_credentials_changed{false};
+
+// A profiled process that reaps orphans (its PID namespace's init, or a
+// child subreaper) names itself here for the processes it execs: a fork
+// child knows it from memory, but an exec'd one (subprocess, a spawn or
+// forkserver DataLoader worker) forgot it, and its helper was adopted by
+// that process: foreign pids in its wait(), and zombies piling up under a
+// Python that is PID 1 (`docker run` without --init), two per epoch.
+constexpr char kReaperEnv[] = "DLPROF_REAPER";
+
+void ExportReaper() {
+  char pid[24];
+  snprintf(pid, sizeof(pid), "%d", static_cast<int>(getpid()));
+  setenv(kReaperEnv, pid, 1);
+}
+
+// Whether DLPROF_REAPER names a process that is still there (other than
+// this one).
+bool ReaperAbove() {
+  const char* v = getenv(kReaperEnv);
+  if (v == nullptr || *v == '\0') return false;
+  char* end = nullptr;
+  const long pid = strtol(v, &end, 10);
+  if (*end != '\0' || pid <= 0 || pid == static_cast<long>(getpid())) return false;
+  return kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+}
 
 }  // namespace
 
@@ -123,8 +156,24 @@ const char* HelperWouldBeOurChild() {
   if (g_subreaper_in_program.load()) {
     return "a process of the program is a child subreaper: the helper would be its child";
   }
+  if (g_reaper_above.load()) {
+    return "a process of the program above this one reaps orphans: the helper would be its child";
+  }
   return nullptr;
 }
+
+const char* HelperCannotServeForkChild() {
+  if (const char* adopted = HelperWouldBeOurChild()) return adopted;
+  // Its helper would have the child's credentials: it could neither make
+  // the file in the run folder (made before the drop) nor say so on the
+  // program's stderr (a pipe of the old user's, a process no longer
+  // dumpable), and the worker went unprofiled without a word (hostile
+  // review, session 26). The thread makes it or says why.
+  if (g_credentials_changed.load()) return "the program changed its credentials since the start";
+  return nullptr;
+}
+
+void NoteCredentialChange() { g_credentials_changed.store(true); }
 
 // Whether /proc is this PID namespace's: the helper finds the program by
 // its pid there. In a PID namespace whose /proc was not mounted again
@@ -137,6 +186,8 @@ bool ProcIsOurs() {
 
 std::string CollectorProcessRefusal(const Config& config, bool python) {
   if (!config.collector_process) return "DLPROF_COLLECTOR is thread";
+  if (ReaperAbove()) g_reaper_above.store(true);
+  if (getpid() == 1 || ChildSubreaperNow()) ExportReaper();  // whatever this process gets
   if (!ArenaShared()) return "no shared memory here (memfd or MADV_WIPEONFORK refused)";
   if (!ProcIsOurs()) return "/proc is not this PID namespace's: the helper could not find the program";
   if (python) {
@@ -305,7 +356,7 @@ void PrepareForkChildArgs(const Collector& child_fields, const ProfileFileSpec& 
 }
 
 bool StartCollectorProcessInForkChild(int worker) {
-  if (g_child_fixed == nullptr || HelperWouldBeOurChild() != nullptr) return false;
+  if (g_child_fixed == nullptr || HelperCannotServeForkChild() != nullptr) return false;
   const int arena_fd = ArenaSharedFd();
   if (arena_fd < 0) return false;
   const long long pid = getpid();
@@ -332,6 +383,11 @@ bool CollectorIsProcess() { return g_is_process.load(std::memory_order_relaxed);
 void ForgetCollectorProcess() { g_is_process.store(false); }
 
 void NoteChildSubreaper() { g_subreaper_in_program.store(true); }
+
+void NoteProgramMadeASubreaper() {
+  NoteChildSubreaper();
+  ExportReaper();
+}
 
 void NoteIfChildSubreaper() {
   if (ChildSubreaperNow()) NoteChildSubreaper();

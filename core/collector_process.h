@@ -29,6 +29,12 @@ std::string CollectorProcessRefusal(const Config& config, bool python);
 // its wait(-1) would see the helper and wait for it for ever. Allocates
 // nothing.
 const char* HelperWouldBeOurChild();
+// The same for a fork child, plus what keeps its helper from serving it:
+// credentials the program changed since the start. Allocates nothing.
+const char* HelperCannotServeForkChild();
+// BeforeCredentialChange (core/session.h): notes that the program changes
+// its credentials (a set*id call), for the fork children to come.
+void NoteCredentialChange();
 
 // Finds dlprof-collector beside this library (dladdr: never in a fork
 // child, which may have inherited the loader's lock held). False with *why.
@@ -70,6 +76,9 @@ void ForgetCollectorProcess();
 // The program made a process of its a child subreaper (prctl): the helpers
 // its processes spawn from now on would be its children; they get the thread.
 void NoteChildSubreaper();
+// The same, from the program's own prctl (the interposer), which may
+// allocate: the processes it execs from now on learn it from DLPROF_REAPER.
+void NoteProgramMadeASubreaper();
 // Asks the kernel whether this process is a child subreaper now, and notes
 // it if so (one prctl): before a fork, for the child's helper. Allocates
 // nothing.

@@ -383,9 +383,9 @@ void ForgetParentCollector() {
 
 void StartCollector(bool fork_child) {
   if (G->collector_process) {
-    if (const char* adopted = HelperWouldBeOurChild()) {
+    if (const char* why = fork_child ? HelperCannotServeForkChild() : HelperWouldBeOurChild()) {
       G->collector_process = false;
-      G->collector_note = std::string("thread: ") + adopted;
+      G->collector_note = std::string("thread: ") + why;
     }
   }
   if (G->collector_process) {

@@ -445,7 +445,10 @@ void AfterProgramMask(bool sigprof_blocked, bool blocks_all) {
   TakeOwnPendingSigprof();
 }
 
-void BeforeCredentialChange() { BeforeRunFolderLost(); }
+void BeforeCredentialChange() {
+  if (OwnSession()) NoteCredentialChange();  // (fork children from now on get the thread)
+  BeforeRunFolderLost();
+}
 
 void BeforeRunFolderLost() {
   // (The helper process opened the file as it was; it keeps it.)

@@ -451,9 +451,11 @@ TEST(NoHarm, CollectorProcessCatchesNoTerminationSignal) {
 // for ever). Such a process gets the thread, as do its fork children once
 // it became one (hostile review, session 23), however it did: a prctl made
 // by the syscall instruction, which no interposer sees, is asked of the
-// kernel before each fork (hostile review, session 24).
+// kernel before each fork (hostile review, session 24). Its exec'd
+// descendants learn it from DLPROF_REAPER ("spawn": before, their three
+// helpers were reaped by it too, hostile review, session 26).
 TEST(NoHarm, CollectorProcessIsNeverASubreapersChild) {
-  for (const char* when : {"late", "exec", "raw"}) {
+  for (const char* when : {"late", "exec", "raw", "spawn"}) {
     Pair p = RunBoth({Harm("subreaper_reaps_all"), when, "3"}, kCollectorProcess, {}, 30);
     ASSERT_EQ(p.plain.result.out, "reaped 6 (No child processes)\n") << when << ": " << Show(p.plain.result);
     EXPECT_TRUE(NoHarm(p)) << when;
@@ -863,13 +865,15 @@ TEST(NoHarm, PythonForkDoesNotWarnAboutThreadsItDidNotStart) {
 }
 
 // ... and comes back once os.fork has returned: the process has its
-// collector again (a thread more than the program's own).
+// collector thread again (a thread more than the program's own; a helper
+// process is no thread at all).
 TEST(NoHarm, PythonForkGetsItsCollectorBackAfterTheFork) {
   const std::vector<std::string> pythons = PythonsThatWarnAtFork();
   if (pythons.empty()) GTEST_SKIP() << "no Python 3.12 or later here";
   for (const std::string& python : pythons) {
     SCOPED_TRACE(python);
-    Pair p = RunBoth({python, "-W", "always", "-c", kPythonForkScript, "threads"});
+    Pair p = RunBoth({python, "-W", "always", "-c", kPythonForkScript, "threads"},
+                     {{"DLPROF_COLLECTOR", "thread"}});
     EXPECT_EQ(p.plain.result.out, "children exited [0]\nthreads 1\n") << Show(p.plain.result);
     EXPECT_EQ(p.profiled.result.out, "children exited [0]\nthreads 2\n") << Show(p.profiled.result);
   }

@@ -4,8 +4,11 @@
  * reaps everything with wait(-1) until ECHILD. "late": it becomes the
  * subreaper after its start; "exec": it becomes one, then execs itself, so
  * it is one from its start; "raw": as "late", by a prctl system call made
- * without libc (no interposer sees it). Prints how many it reaped. An alarm
- * ends a wait that would never end. */
+ * without libc (no interposer sees it); "spawn": as "late", but each worker
+ * execs this program again ("worker"), which forks the grandchild and exits:
+ * an exec'd process knows nothing of us from memory (a subprocess, a spawn
+ * DataLoader worker). Prints how many it reaped. An alarm ends a wait that
+ * would never end. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,11 +42,23 @@ int main(int argc, char** argv) {
     execl("/proc/self/exe", argv[0], "execd", count, (char*)NULL);
     return 3;
   }
-  if (strcmp(argv[1], "late") == 0) prctl(PR_SET_CHILD_SUBREAPER, 1);
+  if (strcmp(argv[1], "worker") == 0) {
+    if (fork() == 0) {
+      usleep(20000);
+      _exit(7);
+    }
+    _exit(3);
+  }
+  const int spawn = strcmp(argv[1], "spawn") == 0;
+  if (strcmp(argv[1], "late") == 0 || spawn) prctl(PR_SET_CHILD_SUBREAPER, 1);
   if (strcmp(argv[1], "raw") == 0 && raw_set_subreaper() != 0) return 4;
   for (int i = 0; i < n; i++) {
     fflush(stdout);
     if (fork() == 0) {
+      if (spawn) {
+        execl("/proc/self/exe", argv[0], "worker", (char*)NULL);
+        _exit(5);
+      }
       if (fork() == 0) {
         usleep(20000);
         _exit(7);
