@@ -278,7 +278,10 @@ void Collector::ExtendRunsTo(int64_t end_ns) {
     if (s->run_ticks > 0 && path != s->run_path) {
       EndWallRun(s);
       s->run_path = path;
-      s->run_state = 0;
+      // In the state the last tick saw, as before: running, the tail is on
+      // CPU; blocked, it blocked again after leaving (call unknown, no CPU
+      // claimed for time no clock measured).
+      if (s->run_state != 0) s->run_state = 1 + static_cast<uint64_t>(DLPROF_SYSCALL_UNKNOWN);
       s->run_stack = 0;
     }
     // (A flush since the last tick wrote the run out: a new one, in the

@@ -133,8 +133,8 @@ class Collector {
   // tick to the end was lost: up to a slow tick, and more when the
   // collector process itself waited for a core. A thread whose stage path
   // is no longer its run's left that run after the last tick: the run ends
-  // there, and the time after it goes to the path the thread is in now,
-  // running (it ran to leave). Extending the old run claimed a stage the
+  // there, and the time after it goes to the path the thread is in now, in
+  // the state that tick saw (blocked: call unknown). Extending the old run claimed a stage the
   // thread had left: a 300 ms `nap` left just before exit came out as a
   // span of a few µs, its record stamped after the thread's next sample.
   void ExtendRunsTo(int64_t end_ns);
