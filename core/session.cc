@@ -244,7 +244,7 @@ void StartSession() {
       CollectorProcessRefusal(G->config, dlsym(RTLD_DEFAULT, "_PyRuntime") != nullptr);
   G->collector_process = collector_refusal.empty() && FindCollectorProgram(&collector_refusal);
   if (G->config.collector_process && !G->collector_process) {
-    G->collector_note = "thread: DLPROF_COLLECTOR=process refused here (" + collector_refusal + ")";
+    G->collector_note = "thread: no collector process here (" + collector_refusal + ")";
   }
   // (Whatever the unwinder: blocked threads are walked with the tables, as
   // the thread does. A TSan pass with DLPROF_BACKEND=fp found their chains
@@ -253,7 +253,7 @@ void StartSession() {
     if (G->config.unwinder == "cfi") {
       // Asked for by name: the thread builds them.
       G->collector_process = false;
-      G->collector_note = "thread: DLPROF_COLLECTOR=process refused here (no room in the "
+      G->collector_note = "thread: no collector process here (no room in the "
                           "shared arena for the cfi tables of DLPROF_BACKEND=cfi)";
     } else if (G->config.unwinder == "auto") {
       G->config.unwinder = "fp";
