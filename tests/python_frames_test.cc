@@ -370,7 +370,11 @@ void ExpectSharesMatch(const PyRun& run, const nlohmann::json& measured) {
   // The shares are of a + b + c on both sides (the program's clock sees
   // only its own functions); they must also be nearly all of the process:
   // what is left is the interpreter's start, imports and the driver loop.
-  EXPECT_GE(100.0 * sh.abc_ns / std::max<int64_t>(sh.total_ns, 1), 90.0)
+  // That part grows under ASan (libasan's start and dlprof's instrumented
+  // start-up, not the program's uninstrumented a/b/c): 10.1% of the main
+  // process in one CI run, with a/b/c's shares within 0.8 points.
+  const double least = testing::kUnderSanitizer ? 85.0 : 90.0;
+  EXPECT_GE(100.0 * sh.abc_ns / std::max<int64_t>(sh.total_ns, 1), least)
       << "a/b/c cover too little of the process's CPU samples: Python frames missing?\n" << got.str();
   for (const char* name : {"a", "b", "c"}) {
     EXPECT_NEAR(sh.by_function.at(name), measured["shares"].value(name, -100.0), 3.0)
