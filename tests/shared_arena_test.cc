@@ -332,10 +332,13 @@ int ArenaFdOf(pid_t pid) {
 // arena at the program's addresses and reads its threads, stages and the
 // handler's counters from it; and after the program is SIGKILLed, what the
 // handler committed is still there (today's collector thread dies with it).
+// (The test is that other process: a collector process of the program's own
+// would drain the rings before it, so the program keeps the thread.)
 TEST(SharedArena, AnotherProcessReadsALiveProgramsSamplesAndKeepsThemPastSigkill) {
   const std::string out = testing::MakeTempDir("dlprof-arena");
   Child subject = Start({testing::ProgramPath("arena_subject")},
-                        {"DLPROF_SAMPLE=1", "DLPROF_HZ=1000", "DLPROF_OUT=" + out});
+                        {"DLPROF_SAMPLE=1", "DLPROF_HZ=1000", "DLPROF_OUT=" + out,
+                         "DLPROF_COLLECTOR=thread"});
   ASSERT_GT(subject.pid, 0);
   ASSERT_EQ(Line(subject.out), "ready");
   const int fd = ArenaFdOf(subject.pid);
