@@ -271,10 +271,7 @@ void Collector::ExtendRunsTo(int64_t end_ns) {
     if (s->state.load(std::memory_order_acquire) != kSlotLive || s->last_cpu_ns < 0) continue;
     const int64_t delta = end_ns - s->last_wall_ns;
     if (delta <= 0) continue;
-    uint32_t stages[kMaxStageDepth];
-    const uint32_t depth = std::min<uint32_t>(s->depth.load(std::memory_order_relaxed), kMaxStageDepth);
-    for (uint32_t d = 0; d < depth; ++d) stages[d] = s->stages[d].load(std::memory_order_relaxed);
-    const uint32_t path = InternPath(stages, depth);
+    const uint32_t path = StagePathNow(s);
     if (s->run_ticks > 0 && path != s->run_path) {
       EndWallRun(s);
       s->run_path = path;
@@ -652,6 +649,13 @@ uint32_t Collector::ThreadIndex(ThreadSlot* s) {
   return static_cast<uint32_t>(s->file_index);
 }
 
+uint32_t Collector::StagePathNow(const ThreadSlot* s) {
+  uint32_t stages[kMaxStageDepth];
+  const uint32_t depth = std::min<uint32_t>(s->depth.load(std::memory_order_relaxed), kMaxStageDepth);
+  for (uint32_t d = 0; d < depth; ++d) stages[d] = s->stages[d].load(std::memory_order_relaxed);
+  return InternPath(stages, depth);
+}
+
 uint32_t Collector::InternPath(const uint32_t* stages, uint32_t depth) {
   // Stage 0 is "no stage" (dlprof_stage_enter(0), a full stage table): the
   // time counts under the enclosing stage, as dlprof.h promises.
@@ -873,10 +877,7 @@ bool Collector::SnapshotTick(int64_t now) {
     if (cpu_delta > wall_delta) cpu_delta = wall_delta;
     s->last_cpu_ns = cpu;
     s->last_wall_ns = now;
-    uint32_t stages[kMaxStageDepth];
-    uint32_t depth = s->depth.load(std::memory_order_relaxed);
-    if (depth > kMaxStageDepth) depth = kMaxStageDepth;
-    for (uint32_t d = 0; d < depth; ++d) stages[d] = s->stages[d].load(std::memory_order_relaxed);
+    const uint32_t path = StagePathNow(s);
     // The state at this instant (a wall-clock sample of it), and how much of
     // the tick the thread was runnable but waiting for a core. A thread that
     // ran 99% of the tick or more is running and is asked nothing (its next
@@ -941,7 +942,6 @@ bool Collector::SnapshotTick(int64_t now) {
     }
     s->blocked_state = state;
     s->blocked_stack = stack;
-    const uint32_t path = InternPath(stages, depth);
     const bool changed = s->run_path != path || s->run_state != state || s->run_stack != stack;
     // Steady: ran the whole tick, or none of it, in the same stage path as at
     // the last tick, and left no stage in between.

@@ -165,6 +165,9 @@ class Collector {
  private:
   uint32_t ThreadIndex(ThreadSlot* s);
   uint32_t InternPath(const uint32_t* stages, uint32_t depth);
+  // The path of the stages `s`'s thread is in now (read racily, as a wall
+  // tick does), interned.
+  uint32_t StagePathNow(const ThreadSlot* s);
   uint32_t InternStack(const uint64_t* pcs, uint32_t n);
   // `now`: walks the handler left are finished at once (the thread is gone,
   // or this is the last drain), not left in the ring for the next tick.

@@ -385,8 +385,10 @@ void ForgetCollectorProcess() { g_is_process.store(false); }
 void NoteChildSubreaper() { g_subreaper_in_program.store(true); }
 
 void NoteProgramMadeASubreaper() {
+  const int saved = errno;  // the program's prctl returned; setenv may set it
   NoteChildSubreaper();
   ExportReaper();
+  errno = saved;
 }
 
 void NoteIfChildSubreaper() {

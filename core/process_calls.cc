@@ -152,11 +152,7 @@ int ProgramPrctl(int option, unsigned long a2, unsigned long a3, unsigned long a
     BeforeSeccompFilter();
   }
   const int rc = f(option, a2, a3, a4, a5);
-  if (rc == 0 && option == PR_SET_CHILD_SUBREAPER && a2 != 0) {
-    const int saved = errno;
-    NoteProgramMadeASubreaper();
-    errno = saved;
-  }
+  if (rc == 0 && option == PR_SET_CHILD_SUBREAPER && a2 != 0) NoteProgramMadeASubreaper();
   if (rc == 0 && option == PR_SET_TSC && a2 == PR_TSC_SIGSEGV) {
     const int saved = errno;
     AfterTscDisabled();
@@ -173,9 +169,7 @@ long ProgramSyscall(long number, long a0, long a1, long a2, long a3, long a4, lo
   }
   const long rc = f(number, a0, a1, a2, a3, a4, a5);
   if (rc == 0 && number == SYS_prctl && a0 == PR_SET_CHILD_SUBREAPER && a1 != 0) {
-    const int saved = errno;
     NoteProgramMadeASubreaper();
-    errno = saved;
   }
   return rc;
 }
