@@ -55,6 +55,16 @@ class ProgramMaps : public OutsideMaps {
   // are empty): the last ones read stand for them, so that a process that
   // ends before the first flush (a second) still names its samples.
   bool Read(std::vector<MapEntry>* out, uint64_t* generation) override {
+    Refresh();
+    if (last_.empty()) return false;
+    *out = last_;
+    *generation = last_generation_;
+    return true;
+  }
+
+  // Reads them now, while the program is alive to read them from: the
+  // next flush writes them, even after it is gone.
+  void Refresh() {
     std::string error;
     std::vector<MapEntry> maps;
     if (reader_.Read(pid_, &maps, &error) && !maps.empty()) {
@@ -62,10 +72,6 @@ class ProgramMaps : public OutsideMaps {
       last_generation_ = MappingsFingerprint(last_);
       ShareBuildIds();
     }
-    if (last_.empty()) return false;
-    *out = last_;
-    *generation = last_generation_;
-    return true;
   }
 
   // The build-ids this helper reads go into the cfi region too (a block of
@@ -88,9 +94,7 @@ class ProgramMaps : public OutsideMaps {
         parents_ = block;
       }
     }
-    std::vector<MapEntry> maps;
-    uint64_t generation = 0;
-    Read(&maps, &generation);
+    Refresh();
   }
 
  private:
@@ -293,8 +297,21 @@ class Loop {
       if (cfi_host_ != nullptr && !gone) {
         CfiMaintain();
         CfiPrepareDeferredWalks();
+        // The objects changed (a handler met a pc in a library loaded
+        // since): the maps that name those samples are read now, as the
+        // program may be gone, its maps with it, before the next flush.
+        if (cfi_host_->generation() != cfi_generation_seen_) {
+          cfi_generation_seen_ = cfi_host_->generation();
+          maps_.Refresh();
+        }
       }
       const uint64_t requested = g_mailbox.flush_requested();
+      // A flush asked before the file is made (a process that ends within
+      // kFileAfterNs asks one at its exit, core/session.cc): its maps are
+      // read while it waits, for the file its end makes.
+      if (!gone && collector_.file_pending() && requested != g_mailbox.flush_done()) {
+        maps_.Refresh();
+      }
       const uint32_t requests = g_mailbox.Take();
       now = MonotonicNs();
       int worker;
@@ -477,6 +494,7 @@ class Loop {
 
   const CollectorProcessArgs& a_;
   std::unique_ptr<RemoteCfiHost> cfi_host_;
+  uint64_t cfi_generation_seen_ = 0;  // cfi_host_->generation() when the maps were read
   ProgramMaps maps_;
   ProcessMemory memory_;
   PythonRuntime python_;

@@ -23,6 +23,7 @@
 
 #include "backends/private_fd.h"
 #include "core/collector_spawn.h"
+#include "core/proc_maps.h"
 #include "core/python_frames.h"
 #include "core/raw_syscall.h"
 #include "core/shared_arena.h"
@@ -174,6 +175,28 @@ const char* HelperCannotServeForkChild() {
 }
 
 void NoteCredentialChange() { g_credentials_changed.store(true); }
+
+namespace {
+constexpr uint64_t kGenerationUnknown = UINT64_MAX;
+std::atomic<uint64_t> g_generation_at_helper_read{kGenerationUnknown};
+std::atomic<uint64_t> g_generation_at_fork{kGenerationUnknown};
+
+uint64_t LoaderGenerationNow() {
+  uint64_t generation = 0;
+  return LoadedObjectsGeneration(&generation) ? generation : kGenerationUnknown;
+}
+}  // namespace
+
+void NoteLoaderGenerationAtHelperStart() { g_generation_at_helper_read.store(LoaderGenerationNow()); }
+
+void NoteLoaderGenerationAtFork() { g_generation_at_fork.store(LoaderGenerationNow()); }
+
+void UseLoaderGenerationOfFork() { g_generation_at_helper_read.store(g_generation_at_fork.load()); }
+
+bool LoadedObjectsChangedSinceHelperRead() {
+  const uint64_t then = g_generation_at_helper_read.load();
+  return then == kGenerationUnknown || LoaderGenerationNow() != then;
+}
 
 // Whether /proc is this PID namespace's: the helper finds the program by
 // its pid there. In a PID namespace whose /proc was not mounted again

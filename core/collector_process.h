@@ -36,6 +36,21 @@ const char* HelperCannotServeForkChild();
 // its credentials (a set*id call), for the fork children to come.
 void NoteCredentialChange();
 
+// The maps a helper writes are read from outside (/proc/<pid>/maps), which
+// a process that is gone has no more: objects it loaded since its helper's
+// last read would be missing from its file. These keep the loader's
+// generation (core/proc_maps.h) as of that read, so that the exit asks for
+// one more while it is needed. Not signal-safe (the loader's counters).
+// At the helper's start (it reads the maps first thing).
+void NoteLoaderGenerationAtHelperStart();
+// In the parent, before a fork (the prepare handler): the child's helper
+// reads the maps as they are now.
+void NoteLoaderGenerationAtFork();
+// In a fork child whose helper started: its maps are those of the fork.
+void UseLoaderGenerationOfFork();
+// Whether objects were loaded or unloaded since (true if unknown).
+bool LoadedObjectsChangedSinceHelperRead();
+
 // Finds dlprof-collector beside this library (dladdr: never in a fork
 // child, which may have inherited the loader's lock held). False with *why.
 bool FindCollectorProgram(std::string* why);

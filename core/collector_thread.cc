@@ -393,6 +393,7 @@ void StartCollector(bool fork_child) {
     std::string why;
     if (StartCollectorProcess(*g_collector, ThisProcessesProfileFile(), G->config.snapshot_ms,
                               G->config.mode == Mode::kLight, /*file_at_once=*/!fork_child, &why)) {
+      NoteLoaderGenerationAtHelperStart();
       // What its fork children's helpers will be told (they allocate nothing).
       std::unique_ptr<Collector> fields(NewCollector());
       PrepareForkChildArgs(*fields, ThisProcessesProfileFile(), G->config.snapshot_ms,

@@ -50,6 +50,9 @@ class RemoteCfiHost final : public CfiHost {
 
   // Bytes of the region's heap in use (handed out and not freed).
   uint64_t heap_in_use() const { return in_use_; }
+  // Changes when the set of the program's objects read does (0 before the
+  // first read).
+  uint64_t generation() const { return generation_; }
   // Times the program's objects were read (its maps and headers).
   uint64_t scans() const { return scans_; }
   // Why the program's objects could not be read, or why none was found

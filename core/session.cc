@@ -90,6 +90,10 @@ bool InterposersInEffect() {
   return order.self_at < 0 || order.libc_at < 0 || order.self_at < order.libc_at;
 }
 
+// How long an exit waits for its helper to read the maps (OnExit): about a
+// millisecond when it is running; a helper stuck or starved costs no more.
+constexpr int kExitMapsWaitMs = 200;
+
 // exit(): the exiting thread stops sampling and writes the rest of the file
 // itself (the collector may be gone, paused or stuck). Bounded.
 void OnExit() {
@@ -100,7 +104,10 @@ void OnExit() {
   if (!g_state.BeginEnd(kEndExit)) return;  // another end came first
   g_sampler.active.store(false);
   if (CollectorIsProcess()) {
-    // The helper drains the rest and writes the END once the process is gone.
+    // The helper drains the rest and writes the END once the process is
+    // gone, with the maps it read last: objects loaded since (an import, a
+    // plugin) are read now, while they are there. Bounded.
+    if (LoadedObjectsChangedSinceHelperRead()) RequestFlush(kExitMapsWaitMs);
     DisarmAllLiveThreads();
     return;
   }

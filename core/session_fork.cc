@@ -41,7 +41,10 @@ void FenceSignalHandlers() {
   g_sampler.fork_fence.fetch_add(1, std::memory_order_seq_cst);
   ThreadSlot* self = t_slot;
   g_fence_timed_out = true;
-  for (int round = 0; round < 20000; ++round) {  // at most ~2 s
+  // At most 2 s of the clock (counting rounds of sleeps, a loaded machine
+  // stretched the bound).
+  const int64_t deadline = t_fence_start_ns + 2000000000LL;
+  while (MonotonicNs() < deadline) {
     bool busy = false;
     for (int i = 0, limit = SlotLimit(); i < limit && !busy; ++i) {
       ThreadSlot* s = SlotAt(i);
@@ -116,6 +119,8 @@ void LockForFork() {
   LockAnnotationsForFork();
   pthread_mutex_lock(&g_collector_mu);
   LockTimersForFork();
+  // The loader's count for the child's helper (it takes the lock below).
+  if (CollectorIsProcess()) NoteLoaderGenerationAtFork();
   // After the collector's lock, which the collector holds around its own
   // walks of the loaded objects (the maps).
   LockLoaderCallsForFork();
@@ -224,7 +229,10 @@ void ResetInForkChild() {
   // child has a fact of its own to record, the allocating way.
   if (G->collector_process && !loader_held && !g_fence_timed_out) {
     if (self != nullptr && Armed()) ArmSlot(self);
-    if (StartCollectorProcessInForkChild(G->worker)) return;
+    if (StartCollectorProcessInForkChild(G->worker)) {
+      UseLoaderGenerationOfFork();
+      return;
+    }
     g_collector = NewCollector();
     StartCollector(/*fork_child=*/true);
     return;

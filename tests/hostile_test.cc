@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include <fstream>
-#include <regex>
 #include <set>
 #include <sstream>
 
@@ -21,6 +20,7 @@
 #include "reports/utf8.h"
 #include "tests/support/browser.h"
 #include "tests/support/files.h"
+#include "tests/support/folded.h"
 #include "tests/support/subprocess.h"
 
 namespace dlprof {
@@ -226,9 +226,8 @@ TEST_F(HostileTest, FoldedStacksKeepTheirShape) {
   bool html_symbol = false, long_symbol = false, semi_stage = false;
   // Frames hold no ';', spaces they may hold: the count is after the last
   // one, as flamegraph.pl reads it.
-  static const std::regex kLine(R"(^[^;\n]+(;[^;\n]+)* [1-9][0-9]*$)");
   for (std::string line; std::getline(in, line); ++lines) {
-    ASSERT_TRUE(std::regex_match(line, kLine)) << line.substr(0, 300);
+    ASSERT_TRUE(testing::IsFoldedLine(line)) << line.substr(0, 300);
     html_symbol |= line.find("spin<img src=x onerror=alert(11)>:'q' </script>") != std::string::npos;
     long_symbol |= line.find("spin_long_LLLL") != std::string::npos;
     semi_stage |= line.rfind("[stage semi:colon space [stage x]:0x1 42];", 0) == 0;

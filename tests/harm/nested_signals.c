@@ -9,8 +9,11 @@
  *   nested_signals longjmp    a per-thread 50 us timer whose SIGALRM handler
  *                             siglongjmps out (a timeout pattern) for 0.5 s;
  *                             then three forks from the main thread, timed
- * Prints what it measured; "slowest fork over 0.5 s: 0" is the program's own
- * behaviour. */
+ * Prints what it measured; "slowest fork over 1.5 s: 0" is the program's own
+ * behaviour. (A sample's handler left for good by the jump, were dlprof to
+ * count it as still running, would hold each fork for the fence's whole 2 s
+ * bound, core/session_fork.cc; a loaded machine under ASan made one fork
+ * slower than 0.5 s in a CI run.) */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <setjmp.h>
@@ -125,7 +128,7 @@ static int LongJmp(void) {
   atomic_store(&g_phase, 2);
   pthread_join(t, NULL);
   printf("jumped: %d\n", atomic_load(&g_jumps) > 100);
-  printf("slowest fork over 0.5 s: %d\n", worst > 500000000);
+  printf("slowest fork over 1.5 s: %d\n", worst > 1500000000);
   return 0;
 }
 

@@ -442,7 +442,9 @@ long long ForeignThreadsCpuNs(const std::vector<pid_t>& own) {
 }
 
 // Two fork children of a parent whose maps were written (a flush): one
-// that loads nothing, one that loads libbz2 first.
+// that loads nothing, one that loads libbz2 after its own maps were
+// written (a flush) and then ends well within the second to the next: its
+// file has libbz2 only if its exit had the helper read the maps again.
 int ForkMaps() {
   { DLPROF_STAGE("main_work"); Burn(100000000); }
   dlprof_flush(2000);
@@ -450,13 +452,45 @@ int ForkMaps() {
   for (int k = 0; k < 2; ++k) {
     const pid_t pid = fork();
     if (pid == 0) {
-      if (k == 1 && dlopen("libbz2.so.1.0", RTLD_NOW | RTLD_LOCAL) == nullptr) _exit(3);
+      if (k == 1 && (dlprof_flush(2000) != 0 || dlopen("libbz2.so.1.0", RTLD_NOW | RTLD_LOCAL) == nullptr)) {
+        _exit(3);
+      }
       { DLPROF_STAGE("work"); Burn(50000000); }
       exit(0);
     }
     kids.push_back(pid);
   }
   return WaitAll(kids);
+}
+
+// A fork child that loads libbz2 after its maps were written (its file made,
+// then a flush),
+// compresses with it for 300 ms of CPU and ends by _exit, which asks its
+// helper for nothing: the samples in libbz2 keep their library only if
+// the helper read the maps again when the samples met it.
+int ForkMapsQuickExit() {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    usleep(100000);  // its helper made its file (50 ms in): the flush writes
+    if (dlprof_flush(2000) != 0) _exit(3);
+    void* bz2 = dlopen("libbz2.so.1.0", RTLD_NOW | RTLD_LOCAL);
+    if (bz2 == nullptr) _exit(4);
+    using Compress = int (*)(char*, unsigned*, char*, unsigned, int, int, int);
+    auto compress = reinterpret_cast<Compress>(dlsym(bz2, "BZ2_bzBuffToBuffCompress"));
+    if (compress == nullptr) _exit(5);
+    std::vector<char> in(256 << 10), out(300 << 10);
+    for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<char>((i * 2654435761u) >> 13);
+    {
+      DLPROF_STAGE("compress");
+      const int64_t until = ThreadCpuNs() + 300000000;
+      while (ThreadCpuNs() < until) {
+        unsigned n = static_cast<unsigned>(out.size());
+        if (compress(out.data(), &n, in.data(), static_cast<unsigned>(in.size()), 9, 0, 30) != 0) _exit(6);
+      }
+    }
+    _exit(0);
+  }
+  return WaitAll({pid});
 }
 
 // Two fork children in turn burn CPU in libbz2, which the parent loaded but
@@ -603,6 +637,7 @@ int main(int argc, char** argv) {
   if (mode == "forkbuffers") return ForkBuffers();
   if (mode == "steady") return Steady(n ? n : 1500);
   if (mode == "forkmaps") return ForkMaps();
+  if (mode == "forkmaps_quick_exit") return ForkMapsQuickExit();
   if (mode == "forkwants") return ForkWants();
   if (mode == "collectorcpu") return CollectorCpu(n ? n : 600);
   if (mode == "nomalloc") return NoMalloc();
