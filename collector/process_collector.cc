@@ -68,6 +68,7 @@ class ProgramMaps : public OutsideMaps {
     std::string error;
     std::vector<MapEntry> maps;
     if (reader_.Read(pid_, &maps, &error) && !maps.empty()) {
+      g_mailbox.NoteMapsRead();
       last_ = std::move(maps);
       last_generation_ = MappingsFingerprint(last_);
       ShareBuildIds();

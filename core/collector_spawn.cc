@@ -1,5 +1,6 @@
 #include "core/collector_spawn.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -9,6 +10,8 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
+#include <atomic>
+
 #include "core/raw_syscall.h"
 
 namespace dlprof {
@@ -17,7 +20,34 @@ namespace {
 // Shared with both children (CLONE_VM). Each writes only helper_pid and
 // failed_*, and only while the parent waits (CLONE_VFORK); the parent reads
 // them after the intermediate has exited.
+// glibc's clone. Under ThreadSanitizer the `clone` symbol is TSan's
+// interceptor, which takes every clone for a fork: in the child it resets
+// TSan's own state, which a CLONE_VM child shares with its caller. The
+// caller's mutexes were then unknown to TSan (a fresh-clone TSan pass
+// reported races on data under a mutex, examples/pipeline/buffer.h, in
+// every profiled program that spawned a helper). Elsewhere it is `clone`.
+#if defined(__SANITIZE_THREAD__)
+#define DLPROF_CLONE_INTERCEPTED 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define DLPROF_CLONE_INTERCEPTED 1
+#endif
+#endif
+using CloneFn = int (*)(int (*)(void*), void*, int, void*, ...);
+#ifdef DLPROF_CLONE_INTERCEPTED
+std::atomic<CloneFn> g_libc_clone{nullptr};
+#endif
+
+CloneFn LibcClone() {
+#ifdef DLPROF_CLONE_INTERCEPTED
+  if (g_libc_clone.load() == nullptr) ResolveLibcClone();  // a test's direct call
+  if (CloneFn fn = g_libc_clone.load()) return fn;
+#endif
+  return &clone;
+}
+
 struct ChildArgs {
+  CloneFn clone;  // LibcClone(), asked by the caller (the child runs no sanitized code)
   const char* path;
   const char* const* argv;
   const char* const* envp;
@@ -144,7 +174,7 @@ __attribute__((noinline, DLPROF_CHILD_CODE)) int IntermediateMain(void* p) {
   }
   // glibc's clone is a system call and a jump: no lock; errno is restored
   // by the caller.
-  const pid_t helper = clone(HelperMain, a->helper_stack_top, CLONE_VM | CLONE_VFORK, a);
+  const pid_t helper = a->clone(HelperMain, a->helper_stack_top, CLONE_VM | CLONE_VFORK, a);
   if (helper < 0) Fail(a, kCloneHelper, -errno);
   if (a->failed_step != kExecd) {
     Sys(SYS_wait4, helper, 0, __WALL);
@@ -157,6 +187,17 @@ __attribute__((noinline, DLPROF_CHILD_CODE)) int IntermediateMain(void* p) {
 
 }  // namespace
 
+void ResolveLibcClone() {
+#ifdef DLPROF_CLONE_INTERCEPTED
+  if (g_libc_clone.load() != nullptr) return;
+  // A handle's lookup starts in that object: libc's own definition.
+  if (void* libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD)) {
+    g_libc_clone.store(reinterpret_cast<CloneFn>(dlsym(libc, "clone")));
+    dlclose(libc);
+  }
+#endif
+}
+
 pid_t SpawnInvisibleChild(const char* path, const char* const argv[], const char* const envp[],
                           int pass_fd, std::string* error, int pass_fd2) {
   static const char* const kNoEnv[] = {nullptr};
@@ -166,6 +207,7 @@ pid_t SpawnInvisibleChild(const char* path, const char* const argv[], const char
   // multi-threaded process is a TLB shootdown on every CPU it runs on.
   alignas(64) char stacks[2][8192];
   ChildArgs args = {};
+  args.clone = LibcClone();
   args.path = path;
   args.argv = argv;
   args.envp = envp != nullptr ? envp : kNoEnv;
@@ -178,7 +220,7 @@ pid_t SpawnInvisibleChild(const char* path, const char* const argv[], const char
   RawSyscall6(SYS_rt_sigprocmask, SIG_SETMASK, reinterpret_cast<long>(&all),
               reinterpret_cast<long>(&old), _NSIG / 8, 0, 0);
   const pid_t intermediate =
-      clone(IntermediateMain, stacks[1] + sizeof stacks[1], CLONE_VM | CLONE_VFORK, &args);
+      args.clone(IntermediateMain, stacks[1] + sizeof stacks[1], CLONE_VM | CLONE_VFORK, &args);
   const int clone_errno = errno;
   RawSyscall6(SYS_rt_sigprocmask, SIG_SETMASK, reinterpret_cast<long>(&old), 0, _NSIG / 8, 0, 0);
   // It has exited, or is exiting: CLONE_VFORK returns at its mm's release.

@@ -37,6 +37,12 @@ namespace dlprof {
 pid_t SpawnInvisibleChild(const char* path, const char* const argv[], const char* const envp[],
                           int pass_fd, std::string* error, int pass_fd2 = -1);
 
+// Under ThreadSanitizer, finds glibc's clone(), which SpawnInvisibleChild
+// calls instead of TSan's interceptor (see there); elsewhere nothing. Call
+// it at start: a fork child may not use the loader (SpawnInvisibleChild
+// resolves it itself if it was not called, for tests). Not signal-safe.
+void ResolveLibcClone();
+
 // Reaps child `pid` if it has ended (waitpid(pid, ..., __WALL)), storing its
 // wait status in *status if not null. Blocks until it ends only if `wait`.
 // Returns whether it was reaped; false also if pid is not a child of this

@@ -26,6 +26,7 @@
 #include "backends/cfi_tables.h"
 #include "backends/cfi_unwinder.h"
 #include "core/collector_process.h"
+#include "core/collector_spawn.h"
 #include "core/exit_exec.h"
 #include "core/proc_maps.h"
 #include "core/python_bootstrap.h"
@@ -94,6 +95,19 @@ bool InterposersInEffect() {
 // millisecond when it is running; a helper stuck or starved costs no more.
 constexpr int kExitMapsWaitMs = 200;
 
+// Whether a thread still here took a sample (the exit's question; threads
+// that ended took theirs along, and their samples are few or named already).
+bool AnySamplesTaken() {
+  for (int i = 0, limit = SlotLimit(); i < limit; ++i) {
+    ThreadSlot* s = SlotAt(i);
+    if (s->state.load(std::memory_order_acquire) == kSlotLive &&
+        s->samples_taken.load(std::memory_order_relaxed) > 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
 // exit(): the exiting thread stops sampling and writes the rest of the file
 // itself (the collector may be gone, paused or stuck). Bounded.
 void OnExit() {
@@ -106,8 +120,12 @@ void OnExit() {
   if (CollectorIsProcess()) {
     // The helper drains the rest and writes the END once the process is
     // gone, with the maps it read last: objects loaded since (an import, a
-    // plugin) are read now, while they are there. Bounded.
-    if (LoadedObjectsChangedSinceHelperRead()) RequestFlush(kExitMapsWaitMs);
+    // plugin) are read now, while they are there; so are the maps of a
+    // process that took samples before its helper could read any (a short
+    // fork child, a helper slow to start). Bounded.
+    if (LoadedObjectsChangedSinceHelperRead() || (!g_mailbox.MapsRead() && AnySamplesTaken())) {
+      RequestFlush(kExitMapsWaitMs);
+    }
     DisarmAllLiveThreads();
     return;
   }
@@ -348,6 +366,7 @@ void StartSession() {
   }
   FindPythonForkCalls();
   ResolveFork();
+  ResolveLibcClone();
   pthread_key_create(&g_thread_key, UnregisterThread);
   pthread_atfork(LockForFork, UnlockAfterFork, ResetInForkChild);
   g_sampler.active.store(sampling);

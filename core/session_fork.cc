@@ -150,9 +150,21 @@ void ResetInForkChild() {
   // First: until then the slots and rings are shared with the parent.
   ArenaPrivatizeInForkChild();
   ForgetPythonForkInChild();
-  g_collector_mu = PTHREAD_MUTEX_INITIALIZER;
-  ResetLoaderCallsInForkChild();
-  ResetTimerLockInForkChild();
+  if (t_fork_foreign) {
+    // Not taken for this fork: threads of the parent's may have held them.
+    g_collector_mu = PTHREAD_MUTEX_INITIALIZER;
+    ResetLoaderCallsInForkChild();
+    ResetTimerLockInForkChild();
+  } else {
+    // This thread took them in LockForFork: released as taken. (Writing
+    // them over left them held for ThreadSanitizer, which then saw every
+    // lock the child took as taken inside the timers' lock: a lock-order
+    // inversion with LockForFork's order, in each forked worker.)
+    UnlockLoaderCallsAfterFork();
+    UnlockTimersAfterFork();
+    pthread_mutex_unlock(&g_collector_mu);
+    ResetTimerOwnerInForkChild();
+  }
   if (t_fork_foreign) {
     // A grandchild through a raw-fork child: no profile of its own (its
     // stage and buffer locks were not taken for the fork, and are left

@@ -230,6 +230,7 @@ void Mailbox::ResetInForkChild() {
   d()->bits.store(0);
   d()->worker.store(kNoWorker);
   d()->exec_underway.store(0);
+  d()->maps_read.store(0);  // the parent's helper read the parent's
 }
 
 }  // namespace dlprof

@@ -164,6 +164,7 @@ class Mailbox {
     std::atomic<uint64_t> flush_done{0};
     std::atomic<uint32_t> flush_seq{0};  // futex: bumped after each flush_done store
     std::atomic<uint32_t> exec_underway{0};  // 1 from BeforeExec until the exec fails
+    std::atomic<uint32_t> maps_read{0};      // 1 once a collector process read the maps
   };
   constexpr Mailbox() : data_(&own_) {}
   // As SessionState::MoveTo and UseAt. The futexes are process-shared
@@ -192,6 +193,13 @@ class Mailbox {
   // These are safe to call from asynchronous signals.
   void SetExecUnderway(bool on) { d()->exec_underway.store(on ? 1 : 0, std::memory_order_release); }
   bool ExecUnderway() const { return d()->exec_underway.load(std::memory_order_acquire) != 0; }
+
+  // A collector process has read the program's maps (from outside, where
+  // a process that is gone has none left): it says so once, the program's
+  // exit asks (core/session.cc, OnExit). Safe to call from asynchronous
+  // signals.
+  void NoteMapsRead() { d()->maps_read.store(1, std::memory_order_release); }
+  bool MapsRead() const { return d()->maps_read.load(std::memory_order_acquire) != 0; }
 
   // dlprof_set_worker: the id travels with kRequestWorker.
   void PostWorker(int id);

@@ -95,8 +95,9 @@ void LockTimersForFork() { pthread_mutex_lock(&g_timer_mu); }
 void UnlockTimersAfterFork() { pthread_mutex_unlock(&g_timer_mu); }
 void ResetTimerLockInForkChild() {
   g_timer_mu = PTHREAD_MUTEX_INITIALIZER;
-  g_timer_owner.store(0);
+  ResetTimerOwnerInForkChild();
 }
+void ResetTimerOwnerInForkChild() { g_timer_owner.store(0); }
 
 void ResolveThreadCreation() {
   g_behind_other_pthread_create = InternalPthreadCreate() != RealPthreadCreate();

@@ -386,13 +386,21 @@ void FinishPrivatizing(const volatile uint8_t* owned) {
 }  // namespace
 
 void ArenaPrivatizeInForkChild() {
+  // The prepare handler's hold, this thread's: released as taken. (Written
+  // over, the lock stayed held for ThreadSanitizer, which then saw each
+  // later lock of the child's taken inside it: a lock-order inversion.)
+  const bool held_here = g_fork_copy.locked;
+  if (held_here) {
+    g_fork_copy.locked = false;
+    pthread_mutex_unlock(&g_mu);
+  }
   const volatile uint8_t* owned = g_owned_page.load(std::memory_order_relaxed);
   // Every extent is private memory, or this child took its copy already
   // (the arena's own fork handler runs before the session's, which asks too).
   if (owned == nullptr || owned[0] != 0) return;
-  // One thread now, and the lock may have been held by a thread that is not
-  // in this process (the prepare handler's, taken by this thread, too).
-  g_mu = PTHREAD_MUTEX_INITIALIZER;
+  // One thread now: a hold the prepare handler could not take was another
+  // thread's, which is not in this process.
+  if (!held_here) g_mu = PTHREAD_MUTEX_INITIALIZER;
   if (g_fork_copy.ready) {
     g_fork_copy.ready = false;
     if (MapForkCopy()) {

@@ -233,9 +233,10 @@ TEST(Runtime, ForkChildrenWriteTheMapsOfTheirOwnAddressSpace) {
 
 // Its samples in a library it loaded name that library, though the child
 // ended by _exit before the helper's next flush (a second): the helper read
-// the maps again when the cfi tables found a new object.
+// the maps again when the cfi tables found a new object (so: the cfi
+// unwinder, whose tables the helper builds).
 TEST(Runtime, AForkChildThatQuickExitsKeepsTheLibraryItLoadedAndRanIn) {
-  ProfiledRun run = Profiled({"forkmaps_quick_exit"}, {{"DLPROF_HZ", "1000"}});
+  ProfiledRun run = Profiled({"forkmaps_quick_exit"}, {{"DLPROF_HZ", "1000"}, {"DLPROF_BACKEND", "cfi"}});
   ASSERT_EQ(run.result.exit_code, 0) << run.result.err;
   ASSERT_EQ(run.profile.processes.size(), 2u);
   int64_t in_stage = 0, in_bz2 = 0;
