@@ -188,13 +188,21 @@ TEST(RunWrapper, ProgramThatCannotStartIs127Or126WithOneLineAndNoReport) {
   EXPECT_NE(stat(dir.File("report").c_str(), &st), 0) << "a report of nothing";
 }
 
+// The report says what killed it too: dlprof reaps the program only once
+// its collector process has read the cause from the zombie (reaped first,
+// the profile said "died (no end record)").
 TEST(RunWrapper, ProgramKilledBySignalKillsDlprofByTheSameSignalAfterTheReport) {
-  for (int sig : {SIGTERM, SIGUSR1}) {
+  for (int sig : {SIGTERM, SIGUSR1, SIGKILL}) {
     TempDir dir;
     ProcessResult r = RunProcess(RunArgs(dir, {kChild, "raise", std::to_string(sig)}));
     EXPECT_EQ(r.exit_code, -1) << r.err;
     EXPECT_EQ(r.term_signal, sig) << r.err;
-    EXPECT_TRUE(ReportWritten(dir.File("report"))) << r.err;
+    ASSERT_TRUE(ReportWritten(dir.File("report"))) << r.err;
+    const nlohmann::json summary = nlohmann::json::parse(ReadFile(dir.File("report") + "/summary.json"));
+    const nlohmann::json& main = summary["processes"][0];
+    if (main.value("collector", "") != "process") continue;  // the thread: its own handlers
+    EXPECT_EQ(main["end"], "signal " + std::to_string(sig)) << main.dump();
+    EXPECT_TRUE(main["complete"].get<bool>()) << main.dump();
   }
 }
 

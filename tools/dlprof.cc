@@ -412,6 +412,69 @@ std::vector<pid_t> LiveRunProcesses(const std::string& run_dir) {
   return live;
 }
 
+// The arguments of process `pid` (its /proc cmdline, at most 64 KiB).
+std::vector<std::string> CommandLineOf(const std::string& pid) {
+  std::vector<std::string> args;
+  FILE* f = fopen(("/proc/" + pid + "/cmdline").c_str(), "re");
+  if (f == nullptr) return args;
+  std::string text(64 << 10, '\0');
+  text.resize(fread(text.data(), 1, text.size(), f));
+  fclose(f);
+  for (size_t at = 0; at < text.size();) {
+    const size_t end = std::min(text.find('\0', at), text.size());
+    args.push_back(text.substr(at, end - at));
+    at = end + 1;
+  }
+  return args;
+}
+
+// The collector processes serving `pid` (dlprof-collector ... --pid=PID).
+std::vector<pid_t> HelpersOf(pid_t pid) {
+  std::vector<pid_t> helpers;
+  const std::string want = "--pid=" + std::to_string(pid);
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return helpers;
+  while (dirent* e = readdir(proc)) {
+    char* end = nullptr;
+    const long n = strtol(e->d_name, &end, 10);
+    if (n <= 0 || *end != '\0') continue;
+    const std::vector<std::string> args = CommandLineOf(e->d_name);
+    if (args.empty()) continue;
+    const size_t slash = args[0].rfind('/');
+    if (args[0].compare(slash == std::string::npos ? 0 : slash + 1, std::string::npos,
+                        "dlprof-collector") != 0) {
+      continue;
+    }
+    if (std::find(args.begin() + 1, args.end(), want) != args.end()) {
+      helpers.push_back(static_cast<pid_t>(n));
+    }
+  }
+  closedir(proc);
+  return helpers;
+}
+
+// The program has ended and is not reaped yet: its collector process reads
+// from the zombie how it ended (the signal that killed it) and writes that
+// in its END; reaped first, the file said "died (no end record)". Waits for
+// that helper to finish, at most 2 s (reaping it where dlprof is its
+// parent: as PID 1, or a subreaper).
+void WaitForTheProgramsHelper(pid_t program) {
+  const std::vector<pid_t> helpers = HelpersOf(program);
+  timespec start;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  for (pid_t h : helpers) {
+    for (;;) {
+      int status = 0;
+      const pid_t r = waitpid(h, &status, WNOHANG);
+      if (r == h || (r < 0 && kill(h, 0) != 0 && errno == ESRCH)) break;
+      timespec now;
+      clock_gettime(CLOCK_MONOTONIC, &now);
+      if (now.tv_sec - start.tv_sec >= 2) return;
+      usleep(2000);
+    }
+  }
+}
+
 int Run(const std::vector<std::string>& args) {
   po::options_description opts("dlprof run [options] -- CMD...");
   opts.add_options()("help,h", "show this help")("hz", po::value<int>(),
@@ -453,7 +516,7 @@ int Run(const std::vector<std::string>& args) {
     const char* preload = getenv("LD_PRELOAD");
     std::string value = lib + (preload && *preload ? std::string(":") + preload : "");
     setenv("LD_PRELOAD", value.c_str(), 1);
-  });
+  }, WaitForTheProgramsHelper);
   unsetenv("DEBUGINFOD_URLS");
   if (end.exec_errno != 0) return LeaveLike(end);  // nothing ran: no report
   std::string run_dir = out + "/" + run_id;

@@ -92,7 +92,8 @@ int ReapOrphans() {
   return reaped;
 }
 
-ProgramEnd RunProgram(const std::vector<std::string>& argv, const std::function<void()>& in_child) {
+ProgramEnd RunProgram(const std::vector<std::string>& argv, const std::function<void()>& in_child,
+                      const std::function<void(pid_t)>& before_reap) {
   ProgramEnd end;
   // Signals are taken with sigtimedwait() rather than handlers: nothing is
   // lost between fork and exec, no handler runs in the middle of dlprof's
@@ -166,12 +167,21 @@ ProgramEnd RunProgram(const std::vector<std::string>& argv, const std::function<
             strerror(end.exec_errno));
   }
 
-  bool ended = false;
+  bool ended = false, told = before_reap == nullptr;
   while (!ended) {
     siginfo_t info;
     const timespec second = {1, 0};  // reap even if a SIGCHLD was merged away
     const int sig = sigtimedwait(&waited, &info, &second);
     if (sig > 0 && sig != SIGCHLD && ForTheProgram(info, child)) Forward(info, child);
+    if (!told) {
+      // Ended, not reaped yet (WNOWAIT): the zombie is left as it is.
+      siginfo_t gone {};
+      if (waitid(P_PID, static_cast<id_t>(child), &gone, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+          gone.si_pid == child) {
+        told = true;
+        before_reap(child);
+      }
+    }
     int status = 0;
     pid_t pid;
     // waitpid(-1): as PID 1, orphans of the program's are ours to reap.

@@ -4,6 +4,8 @@
 #ifndef DLPROF_TOOLS_RUN_WRAPPER_H_
 #define DLPROF_TOOLS_RUN_WRAPPER_H_
 
+#include <sys/types.h>
+
 #include <functional>
 #include <string>
 #include <vector>
@@ -21,7 +23,11 @@ struct ProgramEnd {
 // child gets dlprof's own signal mask and dispositions, and dies with dlprof
 // (PR_SET_PDEATHSIG, SIGKILL: the one signal dlprof cannot pass on). When the exec fails,
 // one line "dlprof: cannot run X: why" goes to stderr.
-ProgramEnd RunProgram(const std::vector<std::string>& argv, const std::function<void()>& in_child);
+// `before_reap`, if set, runs once the program has ended and before it is
+// reaped, with its pid: its zombie still says how it ended, for a collector
+// process to read (dlprof.cc waits there for the program's own).
+ProgramEnd RunProgram(const std::vector<std::string>& argv, const std::function<void()>& in_child,
+                      const std::function<void(pid_t)>& before_reap = nullptr);
 
 // Whether dlprof passes `sig` on to the program while it runs, when another
 // process sent it to dlprof (`kill`, `docker stop`, a supervisor): every
