@@ -181,9 +181,13 @@ constexpr uint64_t kGenerationUnknown = UINT64_MAX;
 std::atomic<uint64_t> g_generation_at_helper_read{kGenerationUnknown};
 std::atomic<uint64_t> g_generation_at_fork{kGenerationUnknown};
 
+// Never waits (a busy loader is "unknown"): asked at an exit, which may
+// come from a signal handler that interrupted this thread's fork() inside
+// the prepare handler, which holds dlprof's lock of the loader calls (the
+// exit then waited for it for ever: hostile review, session 27).
 uint64_t LoaderGenerationNow() {
   uint64_t generation = 0;
-  return LoadedObjectsGeneration(&generation) ? generation : kGenerationUnknown;
+  return LoadedObjectsGenerationNoWait(&generation) ? generation : kGenerationUnknown;
 }
 }  // namespace
 

@@ -238,22 +238,42 @@ void LockLoaderCallsForFork() { pthread_mutex_lock(&g_loader_call_mu); }
 void UnlockLoaderCallsAfterFork() { pthread_mutex_unlock(&g_loader_call_mu); }
 void ResetLoaderCallsInForkChild() { g_loader_call_mu = PTHREAD_MUTEX_INITIALIZER; }
 
+namespace {
+int FirstEntrysCounters(dl_phdr_info* info, size_t, void* data) {
+  *static_cast<uint64_t*>(data) = info->dlpi_adds * 1000003ull + info->dlpi_subs;
+  return 1;  // the counters are the same in every entry: stop at the first
+}
+}  // namespace
+
 bool LoadedObjectsGeneration(uint64_t* generation) {
   uint64_t gen = 0;
   if (g_loader_unusable.load(std::memory_order_relaxed)) {
     *generation = 0;  // never changes: the maps are read once
     return true;
   }
-  if (!TryIterateLoadedObjects(
-          [](dl_phdr_info* info, size_t, void* data) {
-            *static_cast<uint64_t*>(data) = info->dlpi_adds * 1000003ull + info->dlpi_subs;
-            return 1;  // the counters are the same in every entry: stop at the first
-          },
-          &gen)) {
-    return false;
-  }
+  if (!TryIterateLoadedObjects(FirstEntrysCounters, &gen)) return false;
   *generation = gen;
   return true;
+}
+
+bool LoadedObjectsGenerationNoWait(uint64_t* generation) {
+  if (g_loader_unusable.load(std::memory_order_relaxed)) {
+    *generation = 0;
+    return true;
+  }
+  if (pthread_mutex_trylock(&g_loader_call_mu) != 0) return false;
+  uint64_t gen = 0;
+  bool done = false;
+  {
+    LoaderTry loader(g_loader_lock);
+    if (loader.held()) {
+      NextIteratePhdr()(FirstEntrysCounters, &gen);
+      done = true;
+    }
+  }
+  pthread_mutex_unlock(&g_loader_call_mu);
+  if (done) *generation = gen;
+  return done;
 }
 
 bool ReadExecutableMappings(std::vector<MapEntry>* result, bool last_chance) {

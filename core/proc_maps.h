@@ -44,6 +44,11 @@ int64_t ThreadCpuNs(pid_t tid);
 // Changes whenever an object is loaded or unloaded (dl_iterate_phdr's counters).
 // False when the loader was busy (TryIterateLoadedObjects).
 bool LoadedObjectsGeneration(uint64_t* generation);
+// The same, without waiting for dlprof's own lock of the loader calls either
+// (false when it is held): for code that may run inside a signal handler
+// that interrupted a holder of that lock on this thread (an exit() from a
+// SIGTERM handler that landed in fork()'s prepare handler).
+bool LoadedObjectsGenerationNoWait(uint64_t* generation);
 
 // glibc's loader guards its list of loaded objects with a recursive mutex
 // (_rtld_global._dl_load_write_lock) that dl_iterate_phdr() takes, and fork()

@@ -91,8 +91,18 @@ TimerLock::~TimerLock() {
   pthread_mutex_unlock(&g_timer_mu);
 }
 
-void LockTimersForFork() { pthread_mutex_lock(&g_timer_mu); }
-void UnlockTimersAfterFork() { pthread_mutex_unlock(&g_timer_mu); }
+// Owned as a TimerLock is: a signal handler that interrupts the fork on this
+// thread and disarms the timers (an exit() from a SIGTERM handler) goes on
+// as re-entered instead of waiting for itself for ever (hostile review,
+// session 27).
+void LockTimersForFork() {
+  pthread_mutex_lock(&g_timer_mu);
+  g_timer_owner.store(CurrentTid(), std::memory_order_relaxed);
+}
+void UnlockTimersAfterFork() {
+  g_timer_owner.store(0, std::memory_order_relaxed);
+  pthread_mutex_unlock(&g_timer_mu);
+}
 void ResetTimerLockInForkChild() {
   g_timer_mu = PTHREAD_MUTEX_INITIALIZER;
   ResetTimerOwnerInForkChild();

@@ -714,6 +714,15 @@ TEST(NoHarm, SiglongjmpOutOfAHandlerLeavesForksAsFast) {
   EXPECT_TRUE(NoHarm(p));
 }
 
+// exit() from a SIGTERM handler that interrupted fork(): the handler's exit
+// ends the program as it would without dlprof (its exit once waited for a
+// lock of dlprof's that the interrupted fork's prepare handler held).
+TEST(NoHarm, ExitFromAHandlerThatInterruptedForkEndsTheProgram) {
+  Pair p = RunBoth({Harm("exit_in_fork"), "64"}, {}, {}, 30);
+  ASSERT_EQ(p.plain.result.out, "ended by SIGTERM\n") << Show(p.plain.result);
+  EXPECT_TRUE(NoHarm(p));
+}
+
 TEST(NoHarm, ThreadsCancelledBeforeTheyStartEndCancelled) {
   Pair p = RunBoth({Harm("cancel_early"), "200"});
   ASSERT_EQ(p.plain.result.out, "cancelled 200 of 200\n") << Show(p.plain.result);

@@ -453,6 +453,22 @@ std::vector<pid_t> HelpersOf(pid_t pid) {
   return helpers;
 }
 
+// Whether helper `h` has ended: reaped here (dlprof its parent), gone, or
+// a zombie of another parent (one that reaps late: a container's PID 1
+// that is not an init, a subreaper; a zombie still answers kill(h, 0)).
+bool HelperEnded(pid_t h) {
+  int status = 0;
+  if (waitpid(h, &status, WNOHANG) == h) return true;
+  FILE* f = fopen(("/proc/" + std::to_string(h) + "/stat").c_str(), "re");
+  if (f == nullptr) return true;
+  char text[512];
+  const size_t n = fread(text, 1, sizeof(text) - 1, f);
+  fclose(f);
+  text[n] = '\0';
+  const char* paren = strrchr(text, ')');
+  return paren == nullptr || paren[1] != ' ' || paren[2] == 'Z' || paren[2] == 'X';
+}
+
 // The program has ended and is not reaped yet: its collector process reads
 // from the zombie how it ended (the signal that killed it) and writes that
 // in its END; reaped first, the file said "died (no end record)". Waits for
@@ -464,9 +480,7 @@ void WaitForTheProgramsHelper(pid_t program) {
   clock_gettime(CLOCK_MONOTONIC, &start);
   for (pid_t h : helpers) {
     for (;;) {
-      int status = 0;
-      const pid_t r = waitpid(h, &status, WNOHANG);
-      if (r == h || (r < 0 && kill(h, 0) != 0 && errno == ESRCH)) break;
+      if (HelperEnded(h)) break;
       timespec now;
       clock_gettime(CLOCK_MONOTONIC, &now);
       if (now.tv_sec - start.tv_sec >= 2) return;
