@@ -463,6 +463,23 @@ int ForkMaps() {
   return WaitAll(kids);
 }
 
+// libbz2's one-shot compressor (BZ2_bzBuffToBuffCompress).
+using Compress = int (*)(char*, unsigned*, char*, unsigned, int, int, int);
+
+// 300 ms of this thread's CPU in stage "compress", compressing 256 KiB again
+// and again with `compress`; false if it fails.
+bool CompressInStage(Compress compress) {
+  std::vector<char> in(256 << 10), out(300 << 10);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<char>((i * 2654435761u) >> 13);
+  DLPROF_STAGE("compress");
+  const int64_t until = ThreadCpuNs() + 300000000;
+  while (ThreadCpuNs() < until) {
+    unsigned n = static_cast<unsigned>(out.size());
+    if (compress(out.data(), &n, in.data(), static_cast<unsigned>(in.size()), 9, 0, 30) != 0) return false;
+  }
+  return true;
+}
+
 // A fork child that loads libbz2 after its maps were written (its file made,
 // then a flush),
 // compresses with it for 300 ms of CPU and ends by _exit, which asks its
@@ -475,20 +492,9 @@ int ForkMapsQuickExit() {
     if (dlprof_flush(2000) != 0) _exit(3);
     void* bz2 = dlopen("libbz2.so.1.0", RTLD_NOW | RTLD_LOCAL);
     if (bz2 == nullptr) _exit(4);
-    using Compress = int (*)(char*, unsigned*, char*, unsigned, int, int, int);
     auto compress = reinterpret_cast<Compress>(dlsym(bz2, "BZ2_bzBuffToBuffCompress"));
     if (compress == nullptr) _exit(5);
-    std::vector<char> in(256 << 10), out(300 << 10);
-    for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<char>((i * 2654435761u) >> 13);
-    {
-      DLPROF_STAGE("compress");
-      const int64_t until = ThreadCpuNs() + 300000000;
-      while (ThreadCpuNs() < until) {
-        unsigned n = static_cast<unsigned>(out.size());
-        if (compress(out.data(), &n, in.data(), static_cast<unsigned>(in.size()), 9, 0, 30) != 0) _exit(6);
-      }
-    }
-    _exit(0);
+    _exit(CompressInStage(compress) ? 0 : 6);
   }
   return WaitAll({pid});
 }
@@ -500,7 +506,6 @@ int ForkMapsQuickExit() {
 int ForkWants() {
   void* bz2 = dlopen("libbz2.so.1.0", RTLD_NOW | RTLD_LOCAL);
   if (bz2 == nullptr) return 3;
-  using Compress = int (*)(char*, unsigned*, char*, unsigned, int, int, int);
   auto compress = reinterpret_cast<Compress>(dlsym(bz2, "BZ2_bzBuffToBuffCompress"));
   if (compress == nullptr) return 4;
   { DLPROF_STAGE("main_work"); Burn(100000000); }
@@ -508,15 +513,7 @@ int ForkWants() {
   for (int k = 0; k < 2; ++k) {
     const pid_t pid = fork();
     if (pid == 0) {
-      std::vector<char> in(256 << 10), out(300 << 10);
-      for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<char>((i * 2654435761u) >> 13);
-      DLPROF_STAGE("compress");
-      const int64_t until = ThreadCpuNs() + 300000000;
-      while (ThreadCpuNs() < until) {
-        unsigned n = static_cast<unsigned>(out.size());
-        const unsigned size = static_cast<unsigned>(in.size());
-        if (compress(out.data(), &n, in.data(), size, 9, 0, 30) != 0) _exit(5);
-      }
+      if (!CompressInStage(compress)) _exit(5);
       exit(0);
     }
     kids.push_back(pid);
