@@ -197,12 +197,14 @@ namespace {
 // fork() (LockLoaderCallsForFork).
 pthread_mutex_t g_loader_call_mu = PTHREAD_MUTEX_INITIALIZER;
 
-class MutexHold {
+// Unlocks a mutex this thread holds at the end of the scope (exceptions
+// from a callback pass through with it released).
+class HeldMutex {
  public:
-  explicit MutexHold(pthread_mutex_t* m) : m_(m) { pthread_mutex_lock(m_); }
-  ~MutexHold() { pthread_mutex_unlock(m_); }
-  MutexHold(const MutexHold&) = delete;
-  MutexHold& operator=(const MutexHold&) = delete;
+  explicit HeldMutex(pthread_mutex_t* m) : m_(m) {}
+  ~HeldMutex() { pthread_mutex_unlock(m_); }
+  HeldMutex(const HeldMutex&) = delete;
+  HeldMutex& operator=(const HeldMutex&) = delete;
 
  private:
   pthread_mutex_t* m_;
@@ -222,16 +224,28 @@ class LoaderTry {
   pthread_mutex_t* m_;
   bool held_;
 };
-}  // namespace
 
-bool TryIterateLoadedObjects(int (*callback)(dl_phdr_info*, size_t, void*), void* data) {
+// TryIterateLoadedObjects; with `wait_for_calls` false it does not wait for
+// dlprof's own lock of the loader calls either.
+bool IterateLoadedObjects(int (*callback)(dl_phdr_info*, size_t, void*), void* data,
+                          bool wait_for_calls) {
   if (g_loader_unusable.load(std::memory_order_relaxed)) return false;
-  MutexHold calls(&g_loader_call_mu);
+  if (wait_for_calls) {
+    pthread_mutex_lock(&g_loader_call_mu);
+  } else if (pthread_mutex_trylock(&g_loader_call_mu) != 0) {
+    return false;
+  }
+  HeldMutex calls(&g_loader_call_mu);
   // The loader's lock is recursive: glibc takes it again at once inside.
   LoaderTry loader(g_loader_lock);
   if (!loader.held()) return false;
   NextIteratePhdr()(callback, data);
   return true;
+}
+}  // namespace
+
+bool TryIterateLoadedObjects(int (*callback)(dl_phdr_info*, size_t, void*), void* data) {
+  return IterateLoadedObjects(callback, data, /*wait_for_calls=*/true);
 }
 
 void LockLoaderCallsForFork() { pthread_mutex_lock(&g_loader_call_mu); }
@@ -243,38 +257,23 @@ int FirstEntrysCounters(dl_phdr_info* info, size_t, void* data) {
   *static_cast<uint64_t*>(data) = info->dlpi_adds * 1000003ull + info->dlpi_subs;
   return 1;  // the counters are the same in every entry: stop at the first
 }
-}  // namespace
 
-bool LoadedObjectsGeneration(uint64_t* generation) {
-  uint64_t gen = 0;
+// The first entry's counters; `wait_for_calls` as IterateLoadedObjects.
+bool Generation(uint64_t* generation, bool wait_for_calls) {
   if (g_loader_unusable.load(std::memory_order_relaxed)) {
     *generation = 0;  // never changes: the maps are read once
     return true;
   }
-  if (!TryIterateLoadedObjects(FirstEntrysCounters, &gen)) return false;
+  uint64_t gen = 0;
+  if (!IterateLoadedObjects(FirstEntrysCounters, &gen, wait_for_calls)) return false;
   *generation = gen;
   return true;
 }
+}  // namespace
 
-bool LoadedObjectsGenerationNoWait(uint64_t* generation) {
-  if (g_loader_unusable.load(std::memory_order_relaxed)) {
-    *generation = 0;
-    return true;
-  }
-  if (pthread_mutex_trylock(&g_loader_call_mu) != 0) return false;
-  uint64_t gen = 0;
-  bool done = false;
-  {
-    LoaderTry loader(g_loader_lock);
-    if (loader.held()) {
-      NextIteratePhdr()(FirstEntrysCounters, &gen);
-      done = true;
-    }
-  }
-  pthread_mutex_unlock(&g_loader_call_mu);
-  if (done) *generation = gen;
-  return done;
-}
+bool LoadedObjectsGeneration(uint64_t* generation) { return Generation(generation, true); }
+
+bool LoadedObjectsGenerationNoWait(uint64_t* generation) { return Generation(generation, false); }
 
 bool ReadExecutableMappings(std::vector<MapEntry>* result, bool last_chance) {
   BuildIdScan scan;

@@ -163,7 +163,6 @@ void ResetInForkChild() {
     UnlockLoaderCallsAfterFork();
     UnlockTimersAfterFork();
     pthread_mutex_unlock(&g_collector_mu);
-    ResetTimerOwnerInForkChild();
   }
   if (t_fork_foreign) {
     // A grandchild through a raw-fork child: no profile of its own (its

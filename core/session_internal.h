@@ -104,10 +104,8 @@ class TimerLock {
 };
 void LockTimersForFork();
 void UnlockTimersAfterFork();
-// In a fork child: the lock written over (a fork that took it in no
-// prepare handler), or only its owner forgotten (one that did).
+// In a fork child whose prepare handler took no lock: written over.
 void ResetTimerLockInForkChild();
-void ResetTimerOwnerInForkChild();
 
 extern pthread_key_t g_thread_key;
 // The main thread called pthread_exit() (see CollectorMain).

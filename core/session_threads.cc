@@ -105,9 +105,8 @@ void UnlockTimersAfterFork() {
 }
 void ResetTimerLockInForkChild() {
   g_timer_mu = PTHREAD_MUTEX_INITIALIZER;
-  ResetTimerOwnerInForkChild();
+  g_timer_owner.store(0);
 }
-void ResetTimerOwnerInForkChild() { g_timer_owner.store(0); }
 
 void ResolveThreadCreation() {
   g_behind_other_pthread_create = InternalPthreadCreate() != RealPthreadCreate();
