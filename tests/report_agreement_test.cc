@@ -9,11 +9,13 @@
 // the processes counted its records (652), and a stage's row took its CPU
 // from the samples and its wall from the ticks ("self CPU 160 ms, self wall
 // 73 ms").
+#include <cstdlib>
 #include <map>
 #include <string>
 
 #include <gtest/gtest.h>
 
+#include "tests/support/files.h"
 #include "tests/support/report_agreement.h"
 #include "tests/support/sanitizer.h"
 #include "tests/support/subprocess.h"
@@ -35,6 +37,7 @@ using testing::RunProcess;
 const std::string kDlprof = std::string(DLPROF_BUILD_DIR) + "/tools/dlprof";
 const std::string kPipeline =
     std::string(DLPROF_BUILD_DIR) + "/examples/pipeline/dlprof_example_pipeline";
+const std::string kRunScript = std::string(DLPROF_SOURCE_DIR) + "/tests/fixtures/agreement_run.sh";
 
 struct AgreementRun {
   bool ok = false;
@@ -42,27 +45,37 @@ struct AgreementRun {
   ReportFolder report;
 };
 
-// One run per scenario for all the tests of this process.
-const AgreementRun& RunOf(const std::string& scenario, const std::string& steps) {
+// The profiled run of `scenario`: under ctest, the one its fixture made for
+// every test here (DLPROF_AGREEMENT_RUNS, tests/CMakeLists.txt); run alone,
+// this process makes its own with the same script.
+const AgreementRun& RunOf(const std::string& scenario) {
   static std::map<std::string, AgreementRun> runs;
   auto [it, added] = runs.emplace(scenario, AgreementRun());
-  if (added) {
-    const std::string dir = MakeTempDir("dlprof-agreement");
-    ProcessResult r = RunProcess({kDlprof, "run", "-o", dir + "/out", "-r", dir + "/report", "--", kPipeline,
-                                  "--scenario", scenario, "--steps", steps, "--data-dir", dir + "/data"},
-                                 {}, 120);
-    it->second.log = r.out + r.err;
-    it->second.ok = r.exit_code == 0;
-    if (it->second.ok) it->second.report = testing::ReadReportFolder(dir + "/report");
+  if (!added) return it->second;
+  AgreementRun& run = it->second;
+  std::string dir;
+  if (const char* shared = std::getenv("DLPROF_AGREEMENT_RUNS"); shared != nullptr && *shared != '\0') {
+    dir = std::string(shared) + "/" + scenario;
+  } else {
+    dir = MakeTempDir("dlprof-agreement") + "/" + scenario;
+    ProcessResult r = RunProcess({kRunScript, kDlprof, kPipeline, dir, scenario}, {}, 300);
+    if (r.exit_code != 0) {
+      run.log = "agreement_run.sh failed: " + r.out + r.err;
+      return run;
+    }
   }
-  return it->second;
+  const std::string status = testing::ReadFile(dir + "/status");
+  run.log = "the run in " + dir + " (exit status " + status + "):\n" + testing::ReadFile(dir + "/log");
+  run.ok = status == "0\n";
+  if (run.ok) run.report = testing::ReadReportFolder(dir + "/report");
+  return run;
 }
 
 class ReportAgreement : public ::testing::TestWithParam<const char*> {
  protected:
   void SetUp() override {
     const std::string scenario = GetParam();
-    run_ = &RunOf(scenario, scenario == "io-bound" ? "40" : "60");
+    run_ = &RunOf(scenario);
     ASSERT_TRUE(run_->ok) << run_->log;
     ASSERT_FALSE(run_->report.summary.is_null()) << run_->log;
     ASSERT_FALSE(run_->report.page.is_null()) << "no data in report.html";
