@@ -1,5 +1,8 @@
 #include "core/annotations.h"
 
+#include <pthread.h>
+
+#include <atomic>
 #include <cstring>
 #include <mutex>
 
@@ -37,8 +40,38 @@ char* NameBytes(size_t n) {
   return out;
 }
 
-std::mutex g_stage_mu;
-std::mutex g_buffer_mu;
+// A mutex that knows which thread holds it. fork() holds the stage and buffer
+// locks across its clone (LockAnnotationsForFork); a fork from a signal
+// handler that interrupted this thread inside InternStage or CreateBuffer
+// must not wait for its own thread, for ever (hostile review, session 27:
+// 2 of 10 runs hung). It takes the lock only when another thread may hold it.
+class OwnedMutex {
+ public:
+  void lock() {
+    mu_.lock();
+    owner_.store(pthread_self(), std::memory_order_relaxed);
+  }
+  void unlock() {
+    owner_.store(pthread_t{}, std::memory_order_relaxed);
+    mu_.unlock();
+  }
+  // True only on the thread inside lock()..unlock() (a handler on it sees
+  // its interrupted code's hold); never true for another thread.
+  bool HeldByThisThread() const {
+    return pthread_equal(owner_.load(std::memory_order_relaxed), pthread_self()) != 0;
+  }
+
+ private:
+  std::mutex mu_;
+  std::atomic<pthread_t> owner_{};
+};
+
+OwnedMutex g_stage_mu;
+OwnedMutex g_buffer_mu;
+// Whether this thread's fork took them (not when its interrupted code held
+// them already): what the parent's and the child's handlers release.
+__thread bool t_fork_took_stage_mu __attribute__((tls_model("initial-exec"))) = false;
+__thread bool t_fork_took_buffer_mu __attribute__((tls_model("initial-exec"))) = false;
 // Open addressing over stage ids (0 = empty slot), at most half full, so
 // every probe ends.
 constexpr uint32_t kStageIndexSize = 2 * kMaxStages;
@@ -122,7 +155,7 @@ uint32_t HashBytes(const char* s, size_t n) {  // FNV-1a
 
 uint32_t InternStage(const char* name) {
   if (name == nullptr || !ArenaOwned()) return 0;
-  std::lock_guard<std::mutex> lock(g_stage_mu);
+  std::lock_guard<OwnedMutex> lock(g_stage_mu);
   Tables* t = MakeTables();
   if (t == nullptr) return 0;
   const size_t n = strnlen(name, kMaxStageNameBytes + 1);
@@ -163,7 +196,7 @@ uint32_t StageCount() {
 
 dlprof_buffer* CreateBuffer(const char* name, uint64_t capacity) {
   if (!ArenaOwned()) return nullptr;
-  std::lock_guard<std::mutex> lock(g_buffer_mu);
+  std::lock_guard<OwnedMutex> lock(g_buffer_mu);
   Tables* t = MakeTables();
   if (t == nullptr) return nullptr;
   int n = t->buffer_count.load(std::memory_order_relaxed);
@@ -196,14 +229,20 @@ void ResetAnnotationCounters() {
   }
 }
 
+// A lock this thread's interrupted code holds is left to that code: the
+// tables may be mid-update at the clone, and in the child as in the parent
+// the same code goes on to finish the update and unlock.
 void LockAnnotationsForFork() {
-  g_stage_mu.lock();
-  g_buffer_mu.lock();
+  t_fork_took_stage_mu = !g_stage_mu.HeldByThisThread();
+  if (t_fork_took_stage_mu) g_stage_mu.lock();
+  t_fork_took_buffer_mu = !g_buffer_mu.HeldByThisThread();
+  if (t_fork_took_buffer_mu) g_buffer_mu.lock();
 }
 
 void UnlockAnnotationsAfterFork() {
-  g_buffer_mu.unlock();
-  g_stage_mu.unlock();
+  if (t_fork_took_buffer_mu) g_buffer_mu.unlock();
+  if (t_fork_took_stage_mu) g_stage_mu.unlock();
+  t_fork_took_buffer_mu = t_fork_took_stage_mu = false;
 }
 
 void ResetBufferStats() {

@@ -723,6 +723,16 @@ TEST(NoHarm, ExitFromAHandlerThatInterruptedForkEndsTheProgram) {
   EXPECT_TRUE(NoHarm(p));
 }
 
+// fork() from a signal handler that interrupted dlprof_stage_intern on the
+// same thread: the fork goes on as without dlprof (its prepare handler waited
+// for the stage lock the interrupted intern held, for ever: 3 of 3 runs).
+TEST(NoHarm, ForkFromAHandlerThatInterruptedAStageInternGoesOn) {
+  Pair p = RunBoth({Harm("fork_in_stage_intern"), "1000"}, {}, {}, 30);
+  ASSERT_EQ(p.plain.result.out, "forked yes\n") << Show(p.plain.result);
+  EXPECT_TRUE(NoHarm(p));
+  EXPECT_GT(p.files.size(), 1u) << "the forked children's profiles";
+}
+
 TEST(NoHarm, ThreadsCancelledBeforeTheyStartEndCancelled) {
   Pair p = RunBoth({Harm("cancel_early"), "200"});
   ASSERT_EQ(p.plain.result.out, "cancelled 200 of 200\n") << Show(p.plain.result);

@@ -1,0 +1,74 @@
+/* fork_in_stage_intern MS: a single-threaded program whose SIGALRM handler
+ * forks every millisecond (the child _exits at once; 200 forks at most)
+ * while its main loop interns stage names and creates buffers through
+ * dlprof's C API for MS milliseconds. fork() is async-signal-safe; the
+ * names are long, so that most ticks land inside dlprof's stage lock. With
+ * dlprof, a fork whose handler interrupted dlprof_stage_intern waited for
+ * that lock, held by its own thread, for ever (hostile review, session 27).
+ * The API comes from the preloaded library, if any (dlsym): without dlprof
+ * the loop only forks. Prints "forked yes" when it forked at all. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef uint32_t (*InternFn)(const char*);
+typedef void* (*BufferCreateFn)(const char*, uint64_t);
+
+static volatile sig_atomic_t g_forks;
+
+static void OnAlarm(int signo) {
+  (void)signo;
+  if (g_forks >= 200) return;
+  pid_t child = fork();
+  if (child == 0) _exit(0);
+  if (child > 0) g_forks++;
+}
+
+static double Now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+int main(int argc, char** argv) {
+  const double ms = argc > 1 ? atof(argv[1]) : 1000;
+  InternFn intern = (InternFn)dlsym(RTLD_DEFAULT, "dlprof_stage_intern");
+  BufferCreateFn buffer_create = (BufferCreateFn)dlsym(RTLD_DEFAULT, "dlprof_buffer_create");
+  /* 16 names of 1000 bytes that differ only at the end: each intern hashes
+   * and compares the whole name under the lock. */
+  static char names[16][1001];
+  for (int i = 0; i < 16; ++i) {
+    memset(names[i], 'a' + i % 26, 1000);
+    snprintf(names[i] + 990, 11, "stage%05d", i);
+  }
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = OnAlarm;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGALRM, &sa, NULL);
+  struct itimerval every_ms = {{0, 1000}, {0, 1000}};
+  setitimer(ITIMER_REAL, &every_ms, NULL);
+  const double start = Now();
+  for (unsigned n = 0; (Now() - start) * 1000 < ms; ++n) {
+    if (intern != NULL) intern(names[n % 16]);
+    if (buffer_create != NULL && n % 4096 == 0) buffer_create(names[n % 16], 16);
+    if (n % 256 == 0)
+      while (waitpid(-1, NULL, WNOHANG) > 0) {
+      }
+  }
+  struct itimerval off = {{0, 0}, {0, 0}};
+  setitimer(ITIMER_REAL, &off, NULL);
+  while (waitpid(-1, NULL, 0) > 0) {
+  }
+  printf("forked %s\n", g_forks > 0 ? "yes" : "no");
+  return 0;
+}
