@@ -46,8 +46,8 @@ int main(int argc, char** argv) {
    * and compares the whole name under the lock. */
   static char names[16][1001];
   for (int i = 0; i < 16; ++i) {
-    memset(names[i], 'a' + i % 26, 1000);
-    snprintf(names[i] + 990, 11, "stage%05d", i);
+    memset(names[i], 'a', 1000);
+    names[i][999] = (char)('A' + i);
   }
   struct sigaction sa;
   memset(&sa, 0, sizeof(sa));
