@@ -425,9 +425,13 @@ TEST_F(example_pipeline, ImbalancedWorkerHoldsUpTheOthers) {
   ExpectCleanRun(run, 24, 3);
   DLPROF_SKIP_TIMING_UNDER_SANITIZER();
   EXPECT_GE(run.summary.Num("wait_fraction"), 0.4) << run.Describe();
+  // Alone, worker 0 reads for ~1.1 s (4 MB at 4 MB/s) and the others for
+  // ~0.01 s. Beside other tests (ctest -j 2) the others' reads took 0.27 and
+  // 0.35 s, waiting for a core and the disk, and the ratio came out 4.2 in
+  // two runs of the suite: 3 still says which worker holds the others up.
   const double slow = run.Stage("read", "wall_s", "worker", 0);
-  EXPECT_GT(slow, 5 * run.Stage("read", "wall_s", "worker", 1)) << run.Describe();
-  EXPECT_GT(slow, 5 * run.Stage("read", "wall_s", "worker", 2)) << run.Describe();
+  EXPECT_GT(slow, 3 * run.Stage("read", "wall_s", "worker", 1)) << run.Describe();
+  EXPECT_GT(slow, 3 * run.Stage("read", "wall_s", "worker", 2)) << run.Describe();
   EXPECT_GT(run.Buffer(0).Num("empty_fraction"), 0.5) << run.Describe();
   EXPECT_GT(run.Buffer(1).Num("full_fraction"), 0.5) << run.Describe();
   EXPECT_GT(run.Buffer(2).Num("full_fraction"), 0.5) << run.Describe();
