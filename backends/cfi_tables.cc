@@ -725,7 +725,14 @@ bool DecodeWantedParts(Record* r, size_t id) {
   if (presence == Presence::kGone) return false;  // the next scan drops it
   bool whole = false;
   for (uint32_t part = 0; part < r->part_count && !whole; ++part) {
-    if (r->parts[part].wanted.exchange(0, std::memory_order_relaxed) == 0) continue;
+    // Read before cleared, as the objects' flags are: a fork child's helper
+    // looks at every part of every adopted object at each tick for a second
+    // (recheck_parts_until_ns), and an exchange of each (thousands for
+    // libtorch) was two thirds of its table upkeep's own time.
+    std::atomic<uint8_t>& wanted = r->parts[part].wanted;
+    if (wanted.load(std::memory_order_relaxed) == 0 || wanted.exchange(0, std::memory_order_relaxed) == 0) {
+      continue;
+    }
     DecodeOnePart(r, part, &whole);
   }
   return whole;
