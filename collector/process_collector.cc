@@ -30,6 +30,7 @@
 #include "backends/cfi_unwinder.h"
 #include "core/annotations.h"
 #include "core/collector.h"
+#include "core/maps_line.h"
 #include "core/memory_view.h"
 #include "core/proc_maps.h"
 #include "core/python_codes_seen.h"
@@ -55,7 +56,17 @@ class ProgramMaps : public OutsideMaps {
   // are empty): the last ones read stand for them, so that a process that
   // ends before the first flush (a second) still names its samples.
   bool Read(std::vector<MapEntry>* out, uint64_t* generation) override {
-    Refresh();
+    // A flush nobody asked for (the one each second) takes the maps the
+    // cfi tables' host read in the last second, if it did: it reads them
+    // once a second itself, and at once when a sample lands in no object
+    // it knows. A flush asked for (an exit, an exec, a test) reads them
+    // now: a library loaded just before an exit must be in the file.
+    if (recent_text_will_do_ && host_ != nullptr && host_->maps_text_ns() != 0 &&
+        MonotonicNs() - host_->maps_text_ns() < 1000000000) {
+      Refresh(&host_->maps_text());
+    } else {
+      Refresh();
+    }
     if (last_.empty()) return false;
     *out = last_;
     *generation = last_generation_;
@@ -64,16 +75,31 @@ class ProgramMaps : public OutsideMaps {
 
   // Reads them now, while the program is alive to read them from: the
   // next flush writes them, even after it is gone.
-  void Refresh() {
-    std::string error;
+  // `maps_text`: the maps as another reader read them (nullptr: read).
+  void Refresh(const std::string* maps_text = nullptr) {
+    std::string own_text, error;
+    if (maps_text == nullptr) {
+      if (!ReadMapsText(pid_, &own_text, &error)) return;
+      maps_text = &own_text;
+    }
+    // The same text as last time: the same mappings (and build-ids).
+    if (!last_.empty() && *maps_text == last_text_) {
+      g_mailbox.NoteMapsRead();
+      return;
+    }
     std::vector<MapEntry> maps;
-    if (reader_.Read(pid_, &maps, &error) && !maps.empty()) {
+    if (reader_.Read(pid_, &maps, &error, maps_text) && !maps.empty()) {
+      last_text_ = *maps_text;
       g_mailbox.NoteMapsRead();
       last_ = std::move(maps);
       last_generation_ = MappingsFingerprint(last_);
       ShareBuildIds();
     }
   }
+
+  // Whether the next Read may take the host's text of the last second
+  // (a flush nobody asked for).
+  void set_recent_text_will_do(bool will_do) { recent_text_will_do_ = will_do; }
 
   // The build-ids this helper reads go into the cfi region too (a block of
   // `host`'s heap), where a fork child's helper finds them (Prime).
@@ -130,7 +156,9 @@ class ProgramMaps : public OutsideMaps {
   const uint64_t* parents_ = nullptr;
   std::vector<std::pair<void*, size_t>> old_;
   std::vector<MapEntry> last_;
+  std::string last_text_;  // what last_ was read from
   uint64_t last_generation_ = 0;
+  bool recent_text_will_do_ = false;
 };
 
 // The watcher thread's findings (WatchTheProgram).
@@ -303,7 +331,7 @@ class Loop {
         // program may be gone, its maps with it, before the next flush.
         if (cfi_host_->generation() != cfi_generation_seen_) {
           cfi_generation_seen_ = cfi_host_->generation();
-          maps_.Refresh();
+          maps_.Refresh(&cfi_host_->maps_text());  // the text that read found them in
         }
       }
       const uint64_t requested = g_mailbox.flush_requested();
@@ -353,7 +381,10 @@ class Loop {
       } else if (!ended_for_exec_ &&
                  (now - last_flush >= 1000000000LL || requested != g_mailbox.flush_done() ||
                   exec_end)) {
-        if (!collector_.Flush() || (exec_end && !collector_.WriteEnd(now))) {
+        maps_.set_recent_text_will_do(requested == g_mailbox.flush_done() && !exec_end);
+        const bool flushed = collector_.Flush();
+        maps_.set_recent_text_will_do(false);
+        if (!flushed || (exec_end && !collector_.WriteEnd(now))) {
           g_state.Apply(PhaseEvent::kOutputFailed);
           g_mailbox.PublishFlushDone(requested);
           return 1;

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "backends/private_fd.h"
+#include "core/maps_line.h"
 #include "core/session_state.h"
 
 namespace dlprof {
@@ -292,18 +293,10 @@ bool ReadExecutableMappings(std::vector<MapEntry>* result, bool last_chance) {
     return true;
   }
   char line[PATH_MAX + 256];
+  MapsLine m;
   while (fgets(line, sizeof(line), f) != nullptr) {
-    unsigned long start, end, offset;
-    char perms[8];
-    int path_pos = 0;
-    if (sscanf(line, "%lx-%lx %7s %lx %*s %*s %n", &start, &end, perms, &offset, &path_pos) < 4) {
-      continue;
-    }
-    if (perms[2] != 'x' || path_pos == 0) continue;
-    std::string path = line + path_pos;
-    while (!path.empty() && (path.back() == '\n' || path.back() == ' ')) path.pop_back();
-    if (path.empty()) continue;
-    out.push_back(MapEntry{start, end, offset, std::move(path), BuildIdAt(scan, start)});
+    if (!ParseMapsLine(line, &m) || !m.executable() || m.path.empty()) continue;
+    out.push_back(MapEntry{m.lo, m.hi, m.offset, std::string(m.path), BuildIdAt(scan, m.lo)});
   }
   fclose(f);
   *result = std::move(out);

@@ -15,6 +15,7 @@
 #include <string>
 #include <utility>
 
+#include "core/maps_line.h"
 #include "core/memory_view.h"
 #include "core/shared_arena.h"
 #include "core/signal_handler.h"
@@ -25,42 +26,10 @@ namespace {
 constexpr uintptr_t kPage = 4096;
 
 
-struct MapsLine {
-  uintptr_t lo = 0, hi = 0, offset = 0;
-  bool readable = false, executable = false;
-  uint64_t dev = 0, inode = 0;
-  std::string path;
-};
-
-bool ReadMapsLines(pid_t pid, std::vector<MapsLine>* out, std::string* error) {
-  const std::string path = "/proc/" + std::to_string(pid) + "/maps";
-  FILE* f = fopen(path.c_str(), "re");
-  if (f == nullptr) {
-    *error = path + ": " + strerror(errno);
-    return false;
-  }
-  char line[4096 + 256];
-  while (fgets(line, sizeof(line), f) != nullptr) {
-    MapsLine m;
-    char perms[8] = {};
-    unsigned major = 0, minor = 0;
-    unsigned long long inode = 0;
-    int name_at = 0;
-    if (sscanf(line, "%" SCNxPTR "-%" SCNxPTR " %7s %" SCNxPTR " %x:%x %llu %n", &m.lo, &m.hi,
-               perms, &m.offset, &major, &minor, &inode, &name_at) < 7) {
-      continue;
-    }
-    m.readable = perms[0] == 'r';
-    m.executable = perms[2] == 'x';
-    m.dev = (static_cast<uint64_t>(major) << 32) | minor;
-    m.inode = inode;
-    if (name_at > 0) {
-      m.path = line + name_at;
-      while (!m.path.empty() && (m.path.back() == '\n' || m.path.back() == ' ')) m.path.pop_back();
-    }
-    out->push_back(std::move(m));
-  }
-  fclose(f);
+// The lines of `pid`'s maps, pointing into *text.
+bool ReadMapsLines(pid_t pid, std::string* text, std::vector<MapsLine>* out, std::string* error) {
+  if (!ReadMapsText(pid, text, error)) return false;
+  ForEachMapsLine(*text, [out](const MapsLine& m) { out->push_back(m); });
   return true;
 }
 
@@ -69,20 +38,25 @@ bool ReadMapsLines(pid_t pid, std::vector<MapsLine>* out, std::string* error) {
 // 2.8 s of the helper's CPU).
 using ExecByFile = std::multimap<std::pair<uint64_t, uint64_t>, const MapsLine*>;
 
-// The object headed by mapping `head` (offset 0 of a file, or the vdso), if
-// it is a loaded ELF object.
-bool DescribeObject(pid_t pid, const MapsLine& head, const ExecByFile& exec, RemoteObject* out) {
+// What the ELF headers in mapping `head` (offset 0 of a file, or the vdso)
+// give, read from the process's memory.
+RemoteHeader ReadHeader(pid_t pid, const MapsLine& head) {
+  RemoteHeader h;
   ElfW(Ehdr) eh;
-  if (CopyFromProcess(pid, &eh, head.lo, sizeof(eh)) != sizeof(eh)) return false;
+  if (CopyFromProcess(pid, &eh, head.lo, sizeof(eh)) != sizeof(eh)) {
+    h.unreadable = true;
+    return h;
+  }
   if (memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
       eh.e_phentsize != sizeof(ElfW(Phdr)) || eh.e_phnum == 0 || eh.e_phnum > 256) {
-    return false;
+    return h;
   }
   std::vector<ElfW(Phdr)> phdrs(eh.e_phnum);
   const size_t bytes = phdrs.size() * sizeof(ElfW(Phdr));
   if (eh.e_phoff > head.hi - head.lo ||
       CopyFromProcess(pid, phdrs.data(), head.lo + eh.e_phoff, bytes) != bytes) {
-    return false;
+    h.unreadable = eh.e_phoff <= head.hi - head.lo;
+    return h;
   }
   uintptr_t first_load = UINTPTR_MAX, text_lo = UINTPTR_MAX, text_hi = 0;
   for (const ElfW(Phdr)& ph : phdrs) {
@@ -93,38 +67,53 @@ bool DescribeObject(pid_t pid, const MapsLine& head, const ExecByFile& exec, Rem
       text_hi = std::max<uintptr_t>(text_hi, ph.p_vaddr + ph.p_memsz);
     }
   }
-  if (first_load == UINTPTR_MAX || text_hi == 0 || head.lo < first_load) return false;
-  const uintptr_t bias = head.lo - first_load;
-  // Loaded: an executable mapping of the same file covers part of its text.
+  if (first_load == UINTPTR_MAX || text_hi == 0 || head.lo < first_load) return h;
+  h.elf = true;
+  h.bias = head.lo - first_load;
+  h.text_lo = text_lo;
+  h.text_hi = text_hi;
+  h.phdrs = std::move(phdrs);
+  return h;
+}
+
+// The object headed by mapping `head`, if its headers describe one that is
+// loaded: an executable mapping of the same file covers part of its text.
+bool DescribeObject(const MapsLine& head, const RemoteHeader& h, const ExecByFile& exec,
+                    RemoteObject* out) {
+  if (!h.elf) return false;
   const bool vdso = head.path == "[vdso]";
-  bool loaded = vdso && head.executable;
-  for (auto [it, end] = exec.equal_range({head.dev, head.inode}); !vdso && it != end; ++it) {
+  bool loaded = vdso && head.executable();
+  for (auto [it, end] = exec.equal_range({head.dev(), head.inode}); !vdso && it != end; ++it) {
     const MapsLine& m = *it->second;
-    if (m.lo < bias + text_hi && m.hi > bias + text_lo) {
+    if (m.lo < h.bias + h.text_hi && m.hi > h.bias + h.text_lo) {
       loaded = true;
       break;
     }
   }
   if (!loaded) return false;
-  out->name = head.path;
-  out->bias = bias;
-  out->phdrs = std::move(phdrs);
+  out->name = std::string(head.path);
+  out->bias = h.bias;
+  out->phdrs = h.phdrs;
   return true;
 }
 
 }  // namespace
 
-bool ReadRemoteObjects(pid_t pid, std::vector<RemoteObject>* out, std::string* error) {
+bool ReadRemoteObjects(pid_t pid, std::vector<RemoteObject>* out, std::string* error,
+                       RemoteHeaders* headers, std::string* maps_text) {
+  std::string own_text;
+  std::string& text = maps_text != nullptr ? *maps_text : own_text;
   std::vector<MapsLine> lines;
-  if (!ReadMapsLines(pid, &lines, error)) return false;
+  if (!ReadMapsLines(pid, &text, &lines, error)) return false;
   out->clear();
+  RemoteHeaders seen;
   std::set<uintptr_t> biases;
   ExecByFile exec;
   for (const MapsLine& m : lines) {
-    if (m.executable && m.inode != 0) exec.emplace(std::make_pair(m.dev, m.inode), &m);
+    if (m.executable() && m.inode != 0) exec.emplace(std::make_pair(m.dev(), m.inode), &m);
   }
   for (const MapsLine& m : lines) {
-    if (m.offset != 0 || !m.readable || m.path.empty()) continue;
+    if (m.offset != 0 || !m.readable() || m.path.empty()) continue;
     if (m.inode == 0 && m.path != "[vdso]") continue;
     // A file mapped many times without being loaded (20,000 read-only
     // mmaps of a library): only an offset-0 mapping near where one of the
@@ -133,17 +122,27 @@ bool ReadRemoteObjects(pid_t pid, std::vector<RemoteObject>* out, std::string* e
     if (m.path != "[vdso]") {
       bool near = false;
       int checked = 0;
-      for (auto [it, end] = exec.equal_range({m.dev, m.inode});
+      for (auto [it, end] = exec.equal_range({m.dev(), m.inode});
            !near && it != end && checked++ < 64; ++it) {
         const uintptr_t zero = it->second->lo - it->second->offset;
         near = (zero > m.lo ? zero - m.lo : m.lo - zero) < (uintptr_t{16} << 20);
       }
       if (!near) continue;
     }
+    RemoteHeaders::key_type key(m.lo, m.hi, m.dev(), m.inode, std::string(m.path));
+    auto known = headers == nullptr ? RemoteHeaders::iterator() : headers->find(key);
+    const RemoteHeader& h =
+        seen.emplace(key, headers != nullptr && known != headers->end() ? std::move(known->second)
+                                                                         : ReadHeader(pid, m))
+            .first->second;
     RemoteObject o;
-    if (!DescribeObject(pid, m, exec, &o)) continue;
+    if (!DescribeObject(m, h, exec, &o)) continue;
     // The same object headed twice (never in practice): the first one.
     if (biases.insert(o.bias).second) out->push_back(std::move(o));
+  }
+  if (headers != nullptr) {
+    for (auto it = seen.begin(); it != seen.end();) it = it->second.unreadable ? seen.erase(it) : std::next(it);
+    *headers = std::move(seen);
   }
   return true;
 }
@@ -160,13 +159,15 @@ void RemoteCfiHost::RefreshIfDue() {
   last_read_ns_ = now;
   no_object_seen_ = no_object;
   std::vector<RemoteObject> objects;
-  std::string error;
-  if (!ReadRemoteObjects(pid_, &objects, &error)) {
+  std::string error, text;
+  if (!ReadRemoteObjects(pid_, &objects, &error, &headers_, &text)) {
     read_error_ = error;
     return;  // gone: the last ones stand
   }
   read_error_.clear();
   ++scans_;
+  maps_text_.swap(text);
+  maps_text_ns_ = now;
   uint64_t fp = 1469598103934665603ull;
   for (const RemoteObject& o : objects) {
     fp = (fp ^ std::hash<std::string>()(o.name)) * 1099511628211ull;

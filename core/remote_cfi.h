@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backends/cfi_host.h"
@@ -34,7 +35,23 @@ struct RemoteObject {
 // An offset-0 mapping counts only when the object it heads has an
 // executable mapping of the same file inside its segments (a data file
 // mapped whole, an ELF file read with mmap, are not loaded objects).
-bool ReadRemoteObjects(pid_t pid, std::vector<RemoteObject>* out, std::string* error);
+//
+// `headers`, if given, keeps what each object's headers gave (or that the
+// mapping heads no ELF object) by its offset-0 mapping's line (addresses,
+// device, inode, path), for the next read: one still mapped the same is not
+// read again (two process_vm_readv per object, ~300 objects in a torch
+// process, at each read). Entries of mappings gone at a read are dropped.
+struct RemoteHeader {
+  bool elf = false;
+  bool unreadable = false;  // process_vm_readv failed: read again next time
+  uintptr_t bias = 0, text_lo = 0, text_hi = 0;
+  std::vector<ElfW(Phdr)> phdrs;
+};
+using RemoteHeaders =
+    std::map<std::tuple<uintptr_t, uintptr_t, uint64_t, uint64_t, std::string>, RemoteHeader>;
+// `maps_text`, if given, receives the maps text the objects were found in.
+bool ReadRemoteObjects(pid_t pid, std::vector<RemoteObject>* out, std::string* error,
+                       RemoteHeaders* headers = nullptr, std::string* maps_text = nullptr);
 
 class RemoteCfiHost final : public CfiHost {
  public:
@@ -55,6 +72,12 @@ class RemoteCfiHost final : public CfiHost {
   uint64_t generation() const { return generation_; }
   // Times the program's objects were read (its maps and headers).
   uint64_t scans() const { return scans_; }
+  // The maps text of the last read, and when it was read (MonotonicNs; 0:
+  // none yet): what the helper's list of mappings takes instead of reading
+  // the file again (in a DataLoader worker's first second the two readers
+  // together read it ~9 times; each reads it once a second after that).
+  const std::string& maps_text() const { return maps_text_; }
+  int64_t maps_text_ns() const { return maps_text_ns_; }
   // Why the program's objects could not be read, or why none was found
   // ("" when some were): for the profile (the tables are empty then).
   std::string Unreadable() const;
@@ -69,6 +92,9 @@ class RemoteCfiHost final : public CfiHost {
   pid_t pid_;
   CfiRegion* region_;
   std::vector<RemoteObject> objects_;
+  RemoteHeaders headers_;     // the last read's, for the next one
+  std::string maps_text_;     // see maps_text()
+  int64_t maps_text_ns_ = 0;
   uint64_t generation_ = 0;   // changes when the set of objects does
   uint64_t fingerprint_ = 0;  // of objects_
   int64_t last_read_ns_ = 0;

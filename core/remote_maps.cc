@@ -13,11 +13,12 @@
 #include <cstring>
 #include <new>
 
+#include "core/maps_line.h"
+
 namespace dlprof {
 namespace {
 
 // Bounds on what a read may cost, whatever the process or its files hold.
-constexpr size_t kMaxMapsBytes = 64u << 20;
 constexpr size_t kMaxNoteBytes = 64u << 10;        // one PT_NOTE or SHT_NOTE
 constexpr size_t kMaxBuildIdBytes = 64;            // GNU ld writes 20 (sha1)
 constexpr size_t kMaxHeadersInMemory = 64u << 10;  // read of an image's start from memory
@@ -138,57 +139,11 @@ bool BuildIdInMemory(pid_t pid, uint64_t base, uint64_t len, std::string* id) {
   return true;
 }
 
-bool ReadMapsText(pid_t pid, std::string* text, std::string* error) {
-  char path[64];
-  snprintf(path, sizeof(path), "/proc/%d/maps", static_cast<int>(pid));
-  Fd f(open(path, O_RDONLY | O_CLOEXEC));
-  if (f.fd < 0) {
-    *error = std::string(path) + ": " + strerror(errno);
-    return false;
-  }
-  text->clear();
-  char chunk[65536];
-  for (;;) {
-    const ssize_t n = read(f.fd, chunk, sizeof(chunk));
-    if (n == 0) return true;
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      *error = std::string(path) + ": " + strerror(errno);
-      return false;
-    }
-    if (text->size() + static_cast<size_t>(n) > kMaxMapsBytes) {
-      *error = std::string(path) + ": larger than " + std::to_string(kMaxMapsBytes >> 20) + " MiB";
-      return false;
-    }
-    text->append(chunk, static_cast<size_t>(n));
-  }
-}
-
-struct MapsLine {
+// An executable or offset-0 mapping of a file, as Read keeps it.
+struct Mapping {
   unsigned long start, end, offset, inode;
-  unsigned dev_major, dev_minor;
-  bool exec;
-  std::string path;  // as ReadExecutableMappings keeps it
+  std::string path;
 };
-
-// ReadExecutableMappings' parse, line for line (core/proc_maps.cc), with the
-// device and inode it skips. False for a line it would skip whatever the
-// permissions (no path).
-bool ParseLine(const char* line, MapsLine* out) {
-  char perms[8];
-  int path_pos = 0;
-  if (sscanf(line, "%lx-%lx %7s %lx %x:%x %lu %n", &out->start, &out->end, perms, &out->offset,
-             &out->dev_major, &out->dev_minor, &out->inode, &path_pos) < 4 ||
-      path_pos == 0) {
-    return false;
-  }
-  out->exec = perms[2] == 'x';
-  out->path = line + path_pos;
-  while (!out->path.empty() && (out->path.back() == '\n' || out->path.back() == ' ')) {
-    out->path.pop_back();
-  }
-  return !out->path.empty();
-}
 
 bool EndsWith(const std::string& s, const char* tail) {
   const size_t n = strlen(tail);
@@ -206,23 +161,24 @@ RemoteMaps::RemoteMaps(bool use_map_files) : use_map_files_(use_map_files) {
   elf_version(EV_CURRENT);
 }
 
-bool RemoteMaps::Read(pid_t pid, std::vector<MapEntry>* out, std::string* error) {
+bool RemoteMaps::Read(pid_t pid, std::vector<MapEntry>* out, std::string* error,
+                      const std::string* maps_text) {
   try {
-    std::string text;
-    if (!ReadMapsText(pid, &text, error)) return false;
+    std::string own_text;
+    if (maps_text == nullptr && !ReadMapsText(pid, &own_text, error)) return false;
+    const std::string& text = maps_text != nullptr ? *maps_text : own_text;
     const std::string proc = "/proc/" + std::to_string(pid);
 
     // The start of each object's offset-0 mapping, for reading its headers
     // from memory: by (dev, inode, path), updated in address order, so a file
     // mapped twice (dlmopen) gets each copy's own.
-    using Object = std::tuple<unsigned, unsigned, unsigned long, std::string>;
     std::map<Object, std::pair<unsigned long, unsigned long>> base_of;  // start, length
     // What this read resolved through files, per object (found, build-id):
     // a file mapped in many pieces is stat()ed once.
     std::map<Object, std::pair<bool, std::string>> by_file;
     int objects_this_read = 0;
 
-    auto file_build_id = [&](const MapsLine& m, std::string* id) {
+    auto file_build_id = [&](const Mapping& m, std::string* id) {
       struct Source {
         std::string path;
         bool check_inode;
@@ -268,7 +224,7 @@ bool RemoteMaps::Read(pid_t pid, std::vector<MapEntry>* out, std::string* error)
       return false;
     };
 
-    auto memory_build_id = [&](const MapsLine& m, unsigned long base, unsigned long base_len) {
+    auto memory_build_id = [&](const Mapping& m, unsigned long base, unsigned long base_len) {
       Key key{static_cast<uint64_t>(pid), m.inode, base, 1};
       auto hit = build_ids_.find(key);
       if (hit != build_ids_.end()) return hit->second;
@@ -282,24 +238,19 @@ bool RemoteMaps::Read(pid_t pid, std::vector<MapEntry>* out, std::string* error)
     };
 
     std::vector<MapEntry> result;
-    size_t pos = 0;
-    while (pos < text.size()) {
-      size_t nl = text.find('\n', pos);
-      nl = nl == std::string::npos ? text.size() : nl + 1;
-      const std::string line = text.substr(pos, nl - pos);
-      pos = nl;
-      MapsLine m;
-      if (!ParseLine(line.c_str(), &m)) continue;
-      const Object object(m.dev_major, m.dev_minor, m.inode, m.path);
+    ForEachMapsLine(text, [&](const MapsLine& v) {
+      if (v.path.empty() || (v.offset != 0 && !v.executable())) return;
+      Mapping m{v.lo, v.hi, v.offset, v.inode, std::string(v.path)};
+      const Object object(v.dev_major, v.dev_minor, v.inode, m.path);
       if (m.offset == 0) base_of[object] = {m.start, m.end - m.start};
-      if (!m.exec) continue;
+      if (!v.executable()) return;
 
       // [vsyscall] and named anonymous memory have no image to read; the
       // vdso is one, in memory only.
       const bool vdso = m.path == "[vdso]";
       if (m.path[0] == '[' && !vdso) {
         result.push_back(MapEntry{m.start, m.end, m.offset, std::move(m.path), {}});
-        continue;
+        return;
       }
       std::string id;
       bool found = false;
@@ -307,7 +258,12 @@ bool RemoteMaps::Read(pid_t pid, std::vector<MapEntry>* out, std::string* error)
         auto done = by_file.find(object);
         if (done == by_file.end()) {
           std::pair<bool, std::string> resolved;
-          resolved.first = file_build_id(m, &resolved.second);
+          auto before = still_mapped_.find(object);
+          if (before != still_mapped_.end()) {
+            resolved = {true, before->second};
+          } else {
+            resolved.first = file_build_id(m, &resolved.second);
+          }
           done = by_file.emplace(object, std::move(resolved)).first;
         }
         found = done->second.first;
@@ -318,8 +274,14 @@ bool RemoteMaps::Read(pid_t pid, std::vector<MapEntry>* out, std::string* error)
         if (base != base_of.end()) id = memory_build_id(m, base->second.first, base->second.second);
       }
       result.push_back(MapEntry{m.start, m.end, m.offset, std::move(m.path), std::move(id)});
-    }
+    });
     *out = std::move(result);
+    // Found through their files only: one the read's bound left unresolved
+    // is tried again next time.
+    still_mapped_.clear();
+    for (auto& [object, found] : by_file) {
+      if (found.first) still_mapped_.emplace(object, std::move(found.second));
+    }
     return true;
   } catch (const std::exception& e) {
     try {

@@ -35,7 +35,10 @@ class RemoteMaps {
   // its headers are read from the process's memory (process_vm_readv:
   // ptrace-attach permission). False with *error (naming the pid), *out
   // untouched, when the maps cannot be read.
-  bool Read(pid_t pid, std::vector<MapEntry>* out, std::string* error);
+  // `maps_text`, if given, is the maps as just read (by another reader of
+  // the same process), used instead of reading the file again.
+  bool Read(pid_t pid, std::vector<MapEntry>* out, std::string* error,
+            const std::string* maps_text = nullptr);
 
   // The build-ids read from files so far, by file identity (device, inode,
   // mtime), as bytes another RemoteMaps takes with ImportFiles: a fork
@@ -55,6 +58,16 @@ class RemoteMaps {
   // maps inode, address of its offset-0 mapping, 1).
   using Key = std::tuple<uint64_t, uint64_t, uint64_t, int>;
   std::map<Key, std::string> build_ids_;
+  // A mapped file as the maps name it: (device major, minor, inode, path).
+  using Object = std::tuple<unsigned, unsigned, unsigned long, std::string>;
+  // The build-ids the last read found through the files of objects mapped
+  // then. A file still mapped under the same name, device and inode at the
+  // next read is not stat()ed again: that was 300 stats of
+  // /proc/<pid>/map_files per read of a torch process, each read, and a
+  // DataLoader worker's helper reads a few times in its first second. (Not
+  // seen: a file rewritten in place, same inode, and mapped again between
+  // two reads.)
+  std::map<Object, std::string> still_mapped_;
   bool use_map_files_;
   uint64_t files_opened_ = 0;
   uint64_t memory_reads_ = 0;
