@@ -345,7 +345,8 @@ int Collector::BlockedPythonFrames(ThreadSlot* s, pid_t tid, uint64_t* py) {
     return Python() != nullptr ? WalkBlockedPythonFrames(s, tid, py, kMaxPythonFrames) : 0;
   }
   if (outside_python_ == nullptr || outside_memory_ == nullptr) return 0;
-  return WalkBlockedPythonFramesOf(*outside_memory_, *outside_python_,
+  const BlockCachedView memory(*outside_memory_);  // this walk's reads, by the block
+  return WalkBlockedPythonFramesOf(memory, *outside_python_,
                                    s->py_tstate.load(std::memory_order_relaxed), tid, py,
                                    kMaxPythonFrames);
 }

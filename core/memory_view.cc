@@ -3,6 +3,8 @@
 #include <errno.h>
 #include <sys/uio.h>
 
+#include <cstring>
+
 #include "core/fault_handler.h"
 #include "core/safe_load.h"
 
@@ -40,6 +42,33 @@ bool ProcessMemory::Copy(uintptr_t address, void* out, size_t n) const {
     if (errno == EPERM) ++refused_;
   }
   return false;  // (a partial read: a page past the object's end was not there)
+}
+
+bool BlockCachedView::Copy(uintptr_t address, void* out, size_t n) const {
+  const uintptr_t block = address & ~static_cast<uintptr_t>(kBlockBytes - 1);
+  if (n == 0 || n > kBlockBytes || address + n < address || address + n > block + kBlockBytes) {
+    ++base_reads_;
+    return base_.Copy(address, out, n);  // not inside one block
+  }
+  for (const Block& b : blocks_) {
+    if (b.valid && b.address == block) {
+      memcpy(out, b.bytes + (address - block), n);
+      return true;
+    }
+  }
+  Block& b = blocks_[next_];
+  ++base_reads_;
+  if (!base_.Copy(block, b.bytes, kBlockBytes)) {
+    // Part of the block unreadable: the bytes asked for may still be.
+    b.valid = false;
+    ++base_reads_;
+    return base_.Copy(address, out, n);
+  }
+  b.address = block;
+  b.valid = true;
+  next_ = (next_ + 1) % kBlocks;
+  memcpy(out, b.bytes + (address - block), n);
+  return true;
 }
 
 }  // namespace dlprof

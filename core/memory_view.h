@@ -65,6 +65,38 @@ class ProcessMemory : public MemoryView {
   mutable int last_error_ = 0;
 };
 
+// A view that reads `base` in aligned blocks of kBlockBytes and serves reads
+// inside a block it holds from there: for one walk of a thread's Python
+// frames from outside, whose reads are 8 bytes each, a few fields of each
+// frame and of its code object, frames side by side in the interpreter's
+// data stack. Each was a process_vm_readv of its own: a quarter of a
+// DataLoader worker's helper's CPU. A block that cannot be read whole
+// (it ends in an unmapped page: blocks never cross pages) falls back to
+// the read asked for. What it holds is as old as the view: make one per
+// walk. Not thread-safe.
+class BlockCachedView : public MemoryView {
+ public:
+  static constexpr size_t kBlockBytes = 256;
+  static constexpr int kBlocks = 8;
+  explicit BlockCachedView(const MemoryView& base) : base_(base) {}
+  bool Copy(uintptr_t address, void* out, size_t n) const override;
+  void BeginReads() const override { base_.BeginReads(); }
+  void EndReads() const override { base_.EndReads(); }
+  // Reads of the base view made (blocks and fallbacks), for tests.
+  uint64_t base_reads() const { return base_reads_; }
+
+ private:
+  struct Block {
+    uintptr_t address = 0;
+    bool valid = false;
+    unsigned char bytes[kBlockBytes];
+  };
+  const MemoryView& base_;
+  mutable Block blocks_[kBlocks];
+  mutable int next_ = 0;  // the block replaced next (round robin)
+  mutable uint64_t base_reads_ = 0;
+};
+
 }  // namespace dlprof
 
 #endif  // DLPROF_CORE_MEMORY_VIEW_H_

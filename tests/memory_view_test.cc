@@ -1,0 +1,120 @@
+// core/memory_view.h: BlockCachedView serves what its base view would, with
+// fewer reads of it, and falls back where a block cannot be read whole. And
+// the same through another process's memory (ProcessMemory), where each
+// base read is a process_vm_readv.
+#include "core/memory_view.h"
+
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace dlprof {
+namespace {
+
+// Memory [lo, lo + bytes.size()) with the bytes given; [bad_lo, bad_hi)
+// unreadable. Counts its reads.
+class FakeMemory : public MemoryView {
+ public:
+  FakeMemory(uintptr_t lo, size_t size, uintptr_t bad_lo, uintptr_t bad_hi)
+      : lo_(lo), bytes_(size), bad_lo_(bad_lo), bad_hi_(bad_hi) {
+    for (size_t i = 0; i < size; ++i) bytes_[i] = static_cast<unsigned char>(i * 7 + 3);
+  }
+  bool Copy(uintptr_t address, void* out, size_t n) const override {
+    ++reads;
+    if (address < lo_ || n > bytes_.size() || address - lo_ > bytes_.size() - n) return false;
+    if (address < bad_hi_ && address + n > bad_lo_) return false;
+    memcpy(out, bytes_.data() + (address - lo_), n);
+    return true;
+  }
+  mutable int reads = 0;
+
+ private:
+  uintptr_t lo_;
+  std::vector<unsigned char> bytes_;
+  uintptr_t bad_lo_, bad_hi_;
+};
+
+TEST(BlockCachedView, ServesWhatItsBaseWouldWithFewerReads) {
+  const uintptr_t lo = 0x10000;
+  FakeMemory base(lo, 8192, 0x11000 + 100, 0x11000 + 200);  // a hole inside one block
+  const BlockCachedView cached(base);
+  // Every 8-byte read of the first 4 KiB, at every alignment.
+  for (uintptr_t a = lo; a + 8 <= lo + 4096; a += 3) {
+    uint64_t want = 0, got = 0;
+    ASSERT_TRUE(base.Copy(a, &want, 8));
+    ASSERT_TRUE(cached.Copy(a, &got, 8)) << std::hex << a;
+    EXPECT_EQ(got, want) << std::hex << a;
+  }
+  // 16 blocks of 256 bytes held in 8 at a time, read in order: each block
+  // once, and each read across two blocks straight from the base.
+  const int crossing = 16 - 1;
+  EXPECT_LE(cached.base_reads(), 16u + crossing * 3u);
+  EXPECT_LT(cached.base_reads(), 4096u / 3 / 4) << "nearly every read went to the base";
+
+  // Around the hole: readable bytes of its block still read, the hole not.
+  uint64_t v = 0;
+  EXPECT_TRUE(cached.Copy(0x11000 + 8, &v, 8));
+  EXPECT_FALSE(cached.Copy(0x11000 + 96, &v, 8));
+  EXPECT_TRUE(cached.Copy(0x11000 + 200, &v, 8));
+  uint64_t want = 0;
+  ASSERT_TRUE(base.Copy(0x11000 + 200, &want, 8));
+  EXPECT_EQ(v, want);
+  // Past the end, and a read larger than a block.
+  EXPECT_FALSE(cached.Copy(lo + 8192 - 4, &v, 8));
+  std::vector<unsigned char> big(1000), big_want(1000);
+  ASSERT_TRUE(base.Copy(lo + 10, big_want.data(), big_want.size()));
+  ASSERT_TRUE(cached.Copy(lo + 10, big.data(), big.size()));
+  EXPECT_EQ(big, big_want);
+  // Wrapping around the address space.
+  EXPECT_FALSE(cached.Copy(UINTPTR_MAX - 3, &v, 8));
+}
+
+TEST(BlockCachedView, ReadsAnotherProcessAsItsOwnBytesAreThere) {
+  // A child with a page of known bytes, then a gap: what ProcessMemory and
+  // the view over it read of it must agree, and the gap must fail in both.
+  const long page = sysconf(_SC_PAGESIZE);
+  auto* area = static_cast<unsigned char*>(
+      mmap(nullptr, static_cast<size_t>(2 * page), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(area, MAP_FAILED);
+  for (long i = 0; i < page; ++i) area[i] = static_cast<unsigned char>(i * 13 + 1);
+  ASSERT_EQ(munmap(area + page, static_cast<size_t>(page)), 0);
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(ready[0]);
+    (void)!write(ready[1], "x", 1);
+    pause();
+    _exit(0);
+  }
+  close(ready[1]);
+  char c;
+  ASSERT_EQ(read(ready[0], &c, 1), 1);
+  close(ready[0]);
+  const ProcessMemory process(child);
+  const BlockCachedView cached(process);
+  const uintptr_t at = reinterpret_cast<uintptr_t>(area);
+  int reads = 0;
+  for (long off = 0; off + 8 <= page; off += 8, ++reads) {
+    uint64_t a = 0, b = 0;
+    ASSERT_TRUE(process.Copy(at + static_cast<uintptr_t>(off), &a, 8));
+    ASSERT_TRUE(cached.Copy(at + static_cast<uintptr_t>(off), &b, 8));
+    EXPECT_EQ(a, b);
+  }
+  EXPECT_EQ(cached.base_reads(), static_cast<uint64_t>(page) / BlockCachedView::kBlockBytes);
+  uint64_t v;
+  EXPECT_FALSE(process.Copy(at + static_cast<uintptr_t>(page), &v, 8));
+  EXPECT_FALSE(cached.Copy(at + static_cast<uintptr_t>(page), &v, 8));
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  EXPECT_GT(reads, 100);
+}
+
+}  // namespace
+}  // namespace dlprof
