@@ -27,8 +27,9 @@
 # the cost of the automatic torch.utils.data annotations; "dlprof-fp:100":
 # DLPROF_BACKEND=fp, the frame-pointer unwinder; "dlprof-libunwind:100";
 # "dlprof-posix:100": DLPROF_TIMER=posix, POSIX CPU-time timers instead of
-# perf events; "dlprof-process:100": DLPROF_COLLECTOR=process, the collector
-# as a helper process, with frame pointers), BENCH_PY_EPOCHS (8: ~6 s a run on 2 cores),
+# perf events; "dlprof-thread:100": DLPROF_COLLECTOR=thread, the collector
+# as a thread of the program: every other configuration runs the default,
+# the helper process), BENCH_PY_EPOCHS (8: ~6 s a run on 2 cores),
 # BENCH_PY_PYTHON (/usr/bin/python3).
 set -euo pipefail
 
@@ -88,9 +89,9 @@ run_one() {
       "$python" "$train" "$epochs" >"$log_out" 2>&1
   else
     rm -rf "$dl"
-    local backend=auto auto_annotate=1 timer=auto collector=thread
+    local backend=auto auto_annotate=1 timer=auto collector=process
     [ "$mode" = dlprof-fp ] && backend=fp
-    [ "$mode" = dlprof-process ] && collector=process
+    [ "$mode" = dlprof-thread ] && collector=thread
     [ "$mode" = dlprof-libunwind ] && backend=libunwind
     [ "$mode" = dlprof-noauto ] && auto_annotate=0
     [ "$mode" = dlprof-posix ] && timer=posix
