@@ -1,6 +1,7 @@
 #include "core/annotations.h"
 
 #include <pthread.h>
+#include <sched.h>
 
 #include <atomic>
 #include <cstring>
@@ -40,38 +41,48 @@ char* NameBytes(size_t n) {
   return out;
 }
 
-// A mutex that knows which thread holds it. fork() holds the stage and buffer
+// A lock that knows which thread holds it. fork() holds the stage and buffer
 // locks across its clone (LockAnnotationsForFork); a fork from a signal
 // handler that interrupted this thread inside InternStage or CreateBuffer
 // must not wait for its own thread, for ever (hostile review, session 27:
-// 2 of 10 runs hung). It takes the lock only when another thread may hold it.
+// 2 of 10 runs hung). The holder is the lock word itself, taken and given
+// back by one atomic operation each: a mutex with the holder noted beside
+// it had two moments, just after taking and just before giving back, in
+// which a handler saw it held by nobody (hostile review, session 28: 2 of 6
+// runs hung). Waiting yields; these locks are held for microseconds, and
+// two threads seldom want them at once.
 class OwnedMutex {
  public:
   void lock() {
-    mu_.lock();
-    owner_.store(pthread_self(), std::memory_order_relaxed);
+    const pthread_t self = pthread_self();
+    for (pthread_t none{}; !owner_.compare_exchange_weak(none, self, std::memory_order_acquire,
+                                                         std::memory_order_relaxed);
+         none = pthread_t{}) {
+      sched_yield();
+    }
   }
-  void unlock() {
-    owner_.store(pthread_t{}, std::memory_order_relaxed);
-    mu_.unlock();
-  }
-  // True only on the thread inside lock()..unlock() (a handler on it sees
+  void unlock() { owner_.store(pthread_t{}, std::memory_order_release); }
+  // True exactly while this thread holds it (a handler on the thread sees
   // its interrupted code's hold); never true for another thread.
   bool HeldByThisThread() const {
     return pthread_equal(owner_.load(std::memory_order_relaxed), pthread_self()) != 0;
   }
 
  private:
-  std::mutex mu_;
-  std::atomic<pthread_t> owner_{};
+  std::atomic<pthread_t> owner_{};  // pthread_t{} (0): free; glibc's pthread_self is never 0
 };
 
 OwnedMutex g_stage_mu;
 OwnedMutex g_buffer_mu;
-// Whether this thread's fork took them (not when its interrupted code held
-// them already): what the parent's and the child's handlers release.
-__thread bool t_fork_took_stage_mu __attribute__((tls_model("initial-exec"))) = false;
-__thread bool t_fork_took_buffer_mu __attribute__((tls_model("initial-exec"))) = false;
+// What each fork of this thread took (not a lock its interrupted code held
+// already), two bits a level, for its parent's and child's handlers to
+// release. A stack: a handler that interrupts a fork's own handlers may fork
+// again (nested forks end first), and a single flag per lock, overwritten by
+// the inner fork, made the outer one leave the stage lock held (hostile
+// review, session 28).
+constexpr int kForkLevels = 32;
+__thread uint64_t t_fork_took __attribute__((tls_model("initial-exec"))) = 0;
+__thread int t_fork_depth __attribute__((tls_model("initial-exec"))) = 0;
 // Open addressing over stage ids (0 = empty slot), at most half full, so
 // every probe ends.
 constexpr uint32_t kStageIndexSize = 2 * kMaxStages;
@@ -231,18 +242,31 @@ void ResetAnnotationCounters() {
 
 // A lock this thread's interrupted code holds is left to that code: the
 // tables may be mid-update at the clone, and in the child as in the parent
-// the same code goes on to finish the update and unlock.
+// the same code goes on to finish the update and unlock. The level is
+// reserved before the bits are written: a handler that comes in between
+// ends its own fork, and its bits, first.
 void LockAnnotationsForFork() {
-  t_fork_took_stage_mu = !g_stage_mu.HeldByThisThread();
-  if (t_fork_took_stage_mu) g_stage_mu.lock();
-  t_fork_took_buffer_mu = !g_buffer_mu.HeldByThisThread();
-  if (t_fork_took_buffer_mu) g_buffer_mu.lock();
+  const int level = t_fork_depth++;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  if (level >= kForkLevels) return;  // nested past any real program: takes nothing
+  const bool stage = !g_stage_mu.HeldByThisThread();
+  if (stage) g_stage_mu.lock();
+  const bool buffer = !g_buffer_mu.HeldByThisThread();
+  if (buffer) g_buffer_mu.lock();
+  t_fork_took |= (uint64_t{stage} | uint64_t{buffer} << 1) << (2 * level);
 }
 
 void UnlockAnnotationsAfterFork() {
-  if (t_fork_took_buffer_mu) g_buffer_mu.unlock();
-  if (t_fork_took_stage_mu) g_stage_mu.unlock();
-  t_fork_took_buffer_mu = t_fork_took_stage_mu = false;
+  if (t_fork_depth == 0) return;  // no fork of this thread's under way
+  const int level = t_fork_depth - 1;
+  if (level < kForkLevels) {
+    const uint64_t took = (t_fork_took >> (2 * level)) & 3;
+    t_fork_took &= ~(uint64_t{3} << (2 * level));
+    if (took & 2) g_buffer_mu.unlock();
+    if (took & 1) g_stage_mu.unlock();
+  }
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  t_fork_depth = level;
 }
 
 void ResetBufferStats() {

@@ -31,7 +31,13 @@ void ResetAnnotationCounters();  // a fork child counts its own
 void UseAnnotationTablesAt(void* tables);
 
 // fork(): the parent holds both table locks across it, so the child gets
-// them free (core/session_fork.cc). In the child, unlock reinitialises.
+// them free and the tables whole (core/session_fork.cc); but not a lock its
+// own thread holds already (a fork from a signal handler that interrupted
+// an intern), which the interrupted code releases. Unlock, in the parent
+// and in the child, releases what the matching lock took; nested forks
+// (from a handler that interrupted a fork's handlers) pair up innermost
+// first. Async-signal-safe as fork() is, if no other thread holds a lock
+// for long.
 void LockAnnotationsForFork();
 void UnlockAnnotationsAfterFork();
 

@@ -1,19 +1,25 @@
-/* fork_in_stage_intern MS: a single-threaded program whose SIGALRM handler
- * forks every millisecond (the child _exits at once; 200 forks at most)
- * while its main loop interns stage names and creates buffers through
- * dlprof's C API for MS milliseconds. fork() is async-signal-safe; the
- * names are long, so that most ticks land inside dlprof's stage lock. With
- * dlprof, a fork whose handler interrupted dlprof_stage_intern waited for
- * that lock, held by its own thread, for ever (hostile review, session 27).
- * The API comes from the preloaded library, if any (dlsym): without dlprof
- * the loop only forks. Prints "forked yes" when it forked at all. */
+/* fork_in_stage_intern MS: a program whose SIGALRM handler forks (the
+ * child _exits at once; 1000 forks at most) while its main thread interns
+ * stage names and creates buffers through dlprof's C API for MS
+ * milliseconds. fork() is async-signal-safe. The signal comes every
+ * millisecond from a timer, and every ~20 us from a second thread
+ * (tgkill), which never calls dlprof. With dlprof, a fork whose handler
+ * interrupted dlprof_stage_intern waited for that lock, held by its own
+ * thread, for ever (hostile review, session 27); then, with the holder
+ * noted beside a mutex, it waited when the signal came between taking the
+ * mutex and noting the holder, or between the two on the way out, and
+ * when a fork from a handler that interrupted another fork's handlers
+ * overwrote what the outer fork had taken (session 28). The API comes from the preloaded library, if any (dlsym): without
+ * dlprof the loop only forks. Prints "forked yes" when it forked at all. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -26,10 +32,23 @@ static volatile sig_atomic_t g_forks;
 
 static void OnAlarm(int signo) {
   (void)signo;
-  if (g_forks >= 200) return;
+  if (g_forks >= 1000) return;
   pid_t child = fork();
   if (child == 0) _exit(0);
   if (child > 0) g_forks++;
+}
+
+static volatile int g_stop;
+static pid_t g_main_tid;
+
+static void* Sender(void* unused) {
+  (void)unused;
+  const struct timespec pause = {0, 20000};
+  while (!g_stop) {
+    syscall(SYS_tgkill, getpid(), g_main_tid, SIGALRM);
+    nanosleep(&pause, NULL);
+  }
+  return NULL;
 }
 
 static double Now(void) {
@@ -42,12 +61,12 @@ int main(int argc, char** argv) {
   const double ms = argc > 1 ? atof(argv[1]) : 1000;
   InternFn intern = (InternFn)dlsym(RTLD_DEFAULT, "dlprof_stage_intern");
   BufferCreateFn buffer_create = (BufferCreateFn)dlsym(RTLD_DEFAULT, "dlprof_buffer_create");
-  /* 16 names of 1000 bytes that differ only at the end: each intern hashes
+  /* 16 names of 100 bytes that differ only at the end: each intern hashes
    * and compares the whole name under the lock. */
-  static char names[16][1001];
+  static char names[16][101];
   for (int i = 0; i < 16; ++i) {
-    memset(names[i], 'a', 1000);
-    names[i][999] = (char)('A' + i);
+    memset(names[i], 'a', 100);
+    names[i][99] = (char)('A' + i);
   }
   struct sigaction sa;
   memset(&sa, 0, sizeof(sa));
@@ -57,6 +76,9 @@ int main(int argc, char** argv) {
   sigaction(SIGALRM, &sa, NULL);
   struct itimerval every_ms = {{0, 1000}, {0, 1000}};
   setitimer(ITIMER_REAL, &every_ms, NULL);
+  g_main_tid = (pid_t)syscall(SYS_gettid);
+  pthread_t sender;
+  if (pthread_create(&sender, NULL, Sender, NULL) != 0) return 1;
   const double start = Now();
   for (unsigned n = 0; (Now() - start) * 1000 < ms; ++n) {
     if (intern != NULL) intern(names[n % 16]);
@@ -65,6 +87,8 @@ int main(int argc, char** argv) {
       while (waitpid(-1, NULL, WNOHANG) > 0) {
       }
   }
+  g_stop = 1;
+  pthread_join(sender, NULL);
   struct itimerval off = {{0, 0}, {0, 0}};
   setitimer(ITIMER_REAL, &off, NULL);
   while (waitpid(-1, NULL, 0) > 0) {
