@@ -1,9 +1,11 @@
 /* fork_in_stage_intern MS: a program whose SIGALRM handler forks (the
  * child _exits at once; 1000 forks at most) while its main thread interns
  * stage names and creates buffers through dlprof's C API for MS
- * milliseconds. fork() is async-signal-safe. The signal comes every
- * millisecond from a timer, and every ~20 us from a second thread
- * (tgkill), which never calls dlprof. With dlprof, a fork whose handler
+ * milliseconds. fork() is async-signal-safe. The signal comes every ~20 us
+ * from a second thread (tgkill, to the main thread only), which never calls
+ * dlprof. (Not a process-wide timer: a process-wide signal makes the kernel
+ * start a fork again, and under ASan, whose forks take milliseconds, a
+ * 1 ms timer kept every fork from ever finishing.) With dlprof, a fork whose handler
  * interrupted dlprof_stage_intern waited for that lock, held by its own
  * thread, for ever (hostile review, session 27); then, with the holder
  * noted beside a mutex, it waited when the signal came between taking the
@@ -20,7 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
-#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -74,8 +75,6 @@ int main(int argc, char** argv) {
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
   sigaction(SIGALRM, &sa, NULL);
-  struct itimerval every_ms = {{0, 1000}, {0, 1000}};
-  setitimer(ITIMER_REAL, &every_ms, NULL);
   g_main_tid = (pid_t)syscall(SYS_gettid);
   pthread_t sender;
   if (pthread_create(&sender, NULL, Sender, NULL) != 0) return 1;
@@ -89,8 +88,6 @@ int main(int argc, char** argv) {
   }
   g_stop = 1;
   pthread_join(sender, NULL);
-  struct itimerval off = {{0, 0}, {0, 0}};
-  setitimer(ITIMER_REAL, &off, NULL);
   while (waitpid(-1, NULL, 0) > 0) {
   }
   printf("forked %s\n", g_forks > 0 ? "yes" : "no");
