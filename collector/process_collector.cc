@@ -61,9 +61,11 @@ class ProgramMaps : public OutsideMaps {
     // once a second itself, and at once when a sample lands in no object
     // it knows. A flush asked for (an exit, an exec, a test) reads them
     // now: a library loaded just before an exit must be in the file.
-    if (recent_text_will_do_ && host_ != nullptr && host_->maps_text_ns() != 0 &&
+    // Only a text newer than the one last_ came from: an older one would
+    // take back a library a requested read had found.
+    if (recent_text_will_do_ && host_ != nullptr && host_->maps_text_ns() > last_text_ns_ &&
         MonotonicNs() - host_->maps_text_ns() < 1000000000) {
-      Refresh(&host_->maps_text());
+      Refresh(&host_->maps_text(), host_->maps_text_ns());
     } else {
       Refresh();
     }
@@ -76,12 +78,15 @@ class ProgramMaps : public OutsideMaps {
   // Reads them now, while the program is alive to read them from: the
   // next flush writes them, even after it is gone.
   // `maps_text`: the maps as another reader read them (nullptr: read).
-  void Refresh(const std::string* maps_text = nullptr) {
+  // `read_ns`: when that text was read (MonotonicNs).
+  void Refresh(const std::string* maps_text = nullptr, int64_t read_ns = 0) {
     std::string own_text, error;
     if (maps_text == nullptr) {
+      read_ns = MonotonicNs();
       if (!ReadMapsText(pid_, &own_text, &error)) return;
       maps_text = &own_text;
     }
+    last_text_ns_ = std::max(last_text_ns_, read_ns);
     // The same text as last time: the same mappings (and build-ids).
     if (!last_.empty() && *maps_text == last_text_) {
       g_mailbox.NoteMapsRead();
@@ -157,6 +162,7 @@ class ProgramMaps : public OutsideMaps {
   std::vector<std::pair<void*, size_t>> old_;
   std::vector<MapEntry> last_;
   std::string last_text_;  // what last_ was read from
+  int64_t last_text_ns_ = 0;  // when the newest text taken was read
   uint64_t last_generation_ = 0;
   bool recent_text_will_do_ = false;
 };
@@ -331,7 +337,8 @@ class Loop {
         // program may be gone, its maps with it, before the next flush.
         if (cfi_host_->generation() != cfi_generation_seen_) {
           cfi_generation_seen_ = cfi_host_->generation();
-          maps_.Refresh(&cfi_host_->maps_text());  // the text that read found them in
+          // the text that read found them in
+          maps_.Refresh(&cfi_host_->maps_text(), cfi_host_->maps_text_ns());
         }
       }
       const uint64_t requested = g_mailbox.flush_requested();
