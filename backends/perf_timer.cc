@@ -28,7 +28,10 @@
 // the signal is only raised in user mode, before the thread can block. Time
 // spent in the kernel is not lost: the core weighs each sample by the thread
 // CPU time since the previous one (CpuTimeWeighted()), so the syscall's CPU
-// goes to the next user-mode sample, whose stack is the syscall's caller.
+// goes to the next user-mode sample. That sample comes a period after the
+// lost one, so its stack is the syscall's caller only if the thread is still
+// there: a function shorter than a period that makes system calls leaves
+// their CPU to whatever runs next (docs/ARCHITECTURE.md).
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/perf_event.h>

@@ -4,6 +4,7 @@
 //   --pid=PID --run-path=DIR --run-dev=D --run-ino=I
 //   --base=ROLE-PID --snapshot-ms=MS --mode=light|detailed --file-at-once=0|1
 //   [--field=KEY=VALUE]... [--python=MAJOR.MINOR:RUNTIME:CODE_TYPE:UNICODE_TYPE]
+//   [--check-reused-walks] (DLPROF_CHECK_REUSED_WALKS)
 // Where an address of the program's arena is taken here, it execs itself
 // again (a new layout), at most kMaxAttempts times in all.
 #include <unistd.h>
@@ -38,6 +39,7 @@ bool Parse(int argc, char** argv, dlprof::CollectorProcessArgs* a, int* attempt)
       ("python", po::value<std::string>(&a->python))
       ("stderr", po::value<std::string>(&a->program_stderr))
       ("file-at-once", po::value<bool>(&a->file_at_once))
+      ("check-reused-walks", po::bool_switch(&a->check_reused_walks))
       ("attempt", po::value<int>(attempt));
   try {
     po::variables_map vm;

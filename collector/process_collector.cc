@@ -301,6 +301,7 @@ class Loop {
     UseCfiRegion();
     maps_.Prime();
     collector_.ReadFromOutside(a_.pid, &maps_);
+    collector_.set_check_reused_walks(a_.check_reused_walks);
     if (cfi_host_ != nullptr) collector_.ReadStacksFromOutside();
     for (const auto& [key, value] : a_.fields) collector_.SetProcessField(key, value);
     ReadPythonFromOutside();
@@ -440,7 +441,9 @@ class Loop {
                               " finished, " + std::to_string(d.no_slot) +
                               " without a free slot; built by the collector process (" +
                               std::to_string(cfi_host_->heap_in_use() >> 10) + " KiB of the arena, " +
-                              std::to_string(cfi_host_->scans()) + " reads of the objects)" +
+                              std::to_string(cfi_host_->scans()) + " reads of the objects, " +
+                              std::to_string(cfi_host_->size_checks()) +
+                              " spared by their unchanged size)" +
                               note);
   }
 

@@ -24,6 +24,7 @@ struct CollectorProcessArgs {
   int snapshot_ms = 10;
   bool light = true;
   bool file_at_once = false;  // make the file before the first tick (a process's start)
+  bool check_reused_walks = false;  // DLPROF_CHECK_REUSED_WALKS (core/config.h)
   std::vector<std::pair<std::string, std::string>> fields;  // the PROCESS chunk's
   // A CPython program's ("3.11:0x...:0x...:0x...": its minor version, and
   // the addresses of _PyRuntime, PyCode_Type and PyUnicode_Type there); ""

@@ -80,99 +80,6 @@ bool WriteAll(int fd, uint64_t offset, const char* p, size_t n) {
   return true;
 }
 
-// /proc/self/task/<tid>/<leaf>, or the same of process `pid` (not 0) when
-// the collector reads the program from outside (ReadFromOutside).
-void TaskPath(char* out, size_t size, pid_t pid, pid_t tid, const char* leaf) {
-  if (pid == 0) snprintf(out, size, "/proc/self/task/%d/%s", tid, leaf);
-  else snprintf(out, size, "/proc/%d/task/%d/%s", static_cast<int>(pid), tid, leaf);
-}
-
-std::string ThreadName(pid_t pid, pid_t tid) {
-  char path[64];
-  TaskPath(path, sizeof(path), pid, tid, "comm");
-  std::string name;
-  if (FILE* f = FopenOwn(path)) {
-    char buf[64];
-    if (fgets(buf, sizeof(buf), f) != nullptr) name = buf;
-    fclose(f);
-  }
-  while (!name.empty() && name.back() == '\n') name.pop_back();
-  return name;
-}
-
-// A small /proc file of this process's, read whole with a descriptor held
-// only for the call (dlprof keeps none open among the program's).
-ssize_t ReadProcFile(const char* path, char* buf, size_t size) {
-  const int fd = OpenOwn(AT_FDCWD, path, O_RDONLY);
-  if (fd < 0) return -1;
-  const ssize_t n = read(fd, buf, size - 1);
-  close(fd);
-  if (n >= 0) buf[n] = '\0';
-  return n;
-}
-
-// Whether this process's /proc is there at all: after a chroot into a
-// folder without one it is not, and every read of it fails with ENOENT, as
-// for a thread that is gone.
-bool ProcVisible() { return access("/proc/self/stat", F_OK) == 0; }
-
-// A process that is not dumpable (prctl(PR_SET_DUMPABLE, 0), or one that
-// changed its credentials) may not read its own /proc/<tid>/syscall; its
-// stat file still says whether the thread sleeps: blocked, call unknown.
-uint64_t StateFromStat(pid_t pid, pid_t tid) {
-  const char state = ThreadState(tid, pid);
-  return state == 'S' || state == 'D' ? 1 + static_cast<uint64_t>(DLPROF_SYSCALL_UNKNOWN) : 0;
-}
-
-// What /proc/self/task/<tid>/syscall says of a thread: "running", or
-// "nr a1 a2 a3 a4 a5 a6 sp pc" (hex after nr) for one blocked in a call.
-struct SyscallRead {
-  uint64_t state = 0;  // 0: running, else 1 + the call's number (or DLPROF_SYSCALL_UNKNOWN)
-  bool regs = false;   // sp and pc were read
-  uintptr_t sp = 0, pc = 0;
-};
-
-// The state of thread `tid`: 0 if it is running, else 1 + the number of the
-// syscall it is blocked in, with its user stack pointer and pc. Asked only
-// of a thread that was off CPU for part of the tick and used some CPU since
-// the last (SnapshotTick), so a long block is read once.
-SyscallRead ReadSyscall(pid_t pid, pid_t tid) {
-  SyscallRead out;
-  char path[64], buf[256];
-  TaskPath(path, sizeof(path), pid, tid, "syscall");
-  const ssize_t n = ReadProcFile(path, buf, sizeof(buf));
-  if (n < 0 && errno == EACCES) {
-    out.state = StateFromStat(pid, tid);
-    return out;
-  }
-  if (n < 0 && errno == ENOENT && pid == 0 && !ProcVisible()) {
-    // No /proc here (the program chrooted into a folder without one): the
-    // thread, asked because it ran less than 90% of the tick, was off a
-    // core for the rest. Blocked, call unknown; a wait for a core cannot be
-    // told from it without schedstat either. (It came out as running.)
-    out.state = 1 + static_cast<uint64_t>(DLPROF_SYSCALL_UNKNOWN);
-    return out;
-  }
-  if (n <= 0) return out;
-  char* end = nullptr;
-  long nr = strtol(buf, &end, 10);
-  if (end == buf || nr < 0) return out;  // "running", or -1 (in the kernel, no syscall)
-  out.state = static_cast<uint64_t>(nr) + 1;
-  unsigned long long field[8];
-  int got = 0;
-  for (char* p = end; got < 8; ++got) {
-    field[got] = strtoull(p, &end, 16);
-    if (end == p) break;
-    p = end;
-  }
-  if (got == 8) {
-    out.sp = static_cast<uintptr_t>(field[6]);
-    out.pc = static_cast<uintptr_t>(field[7]);
-    out.regs = out.sp != 0 && out.pc != 0;
-  }
-  return out;
-}
-
 // The most of a blocked thread's stack copied for its walk, from its stack
 // pointer up: deeper frames are not walked.
 constexpr size_t kBlockedStackCopyBytes = 256 << 10;
@@ -181,40 +88,6 @@ constexpr size_t kBlockedStackCopyBytes = 256 << 10;
 // in later than the tick it happened in (SnapshotTick). A real wait is
 // bounded by the scheduler's latency; a second is far past it.
 constexpr int64_t kMaxWaitCarryNs = 1000000000;
-
-// The kernel's run_delay of a thread: nanoseconds it has been runnable but
-// waiting for a core, the second field of /proc/self/task/<tid>/schedstat
-// (CONFIG_SCHED_INFO). Read through a descriptor held for the read only, as
-// /proc/<tid>/syscall is; the thread is never signalled. -1 if unreadable.
-// With `cpu_ns` not null, also the first field, sum_exec_runtime: the
-// thread's CPU time, which a reader outside the process has no clock for
-// (it matched CLOCK_THREAD_CPUTIME_ID within 0.3%, ARCHITECTURE.md).
-// schedstat's text ("cpu_ns delay_ns slices"): the delay, and the CPU time
-// into *cpu_ns; -1 when it does not parse.
-// A schedstat line: CPU time, run delay, and the slices run (counted when
-// a slice starts: a thread running now has its slice counted, where its
-// CPU time has it only once it stops).
-int64_t ParseSchedstat(char* buf, int64_t* cpu_ns, uint64_t* slices = nullptr) {
-  char* end = nullptr;
-  const unsigned long long cpu = strtoull(buf, &end, 10);
-  if (end == buf) return -1;
-  if (cpu_ns != nullptr) *cpu_ns = static_cast<int64_t>(cpu);
-  char* p = end;
-  const unsigned long long delay = strtoull(p, &end, 10);
-  if (end == p) return -1;
-  if (slices != nullptr) {
-    p = end;
-    *slices = strtoull(p, &end, 10);
-  }
-  return static_cast<int64_t>(delay);
-}
-
-int64_t RunDelay(pid_t pid, pid_t tid, int64_t* cpu_ns = nullptr) {
-  char path[64], buf[96];
-  TaskPath(path, sizeof(path), pid, tid, "schedstat");
-  if (ReadProcFile(path, buf, sizeof(buf)) <= 0) return -1;
-  return ParseSchedstat(buf, cpu_ns);
-}
 
 // A MAPS chunk's payload.
 void PutMaps(std::string* p, const std::vector<MapEntry>& maps) {
@@ -230,40 +103,7 @@ void PutMaps(std::string* p, const std::vector<MapEntry>& maps) {
 
 }  // namespace
 
-int64_t Collector::ReadRunDelay(pid_t tid) {
-  return outside_pid_ != 0 ? OutsideSchedstat(tid, nullptr) : RunDelay(0, tid);
-}
-
-int64_t Collector::OutsideSchedstat(pid_t tid, int64_t* cpu_ns, uint64_t* slices) {
-  int fd = -1;
-  auto it = schedstat_fds_.find(tid);
-  if (it != schedstat_fds_.end()) {
-    fd = it->second;
-  } else {
-    char path[64];
-    TaskPath(path, sizeof(path), outside_pid_, tid, "schedstat");
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return -1;
-    if (schedstat_fds_.size() >= kMaxSchedstatFds) CloseSchedstatFds();
-    schedstat_fds_.emplace(tid, fd);
-  }
-  char buf[96];
-  const ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
-  if (n <= 0) {  // the thread is gone (ESRCH): its number may come back as another's
-    close(fd);
-    schedstat_fds_.erase(tid);
-    slices_at_tick_.erase(tid);
-    return -1;
-  }
-  buf[n] = '\0';
-  return ParseSchedstat(buf, cpu_ns, slices);
-}
-
-void Collector::CloseSchedstatFds() {
-  for (const auto& [tid, fd] : schedstat_fds_) close(fd);
-  schedstat_fds_.clear();
-  slices_at_tick_.clear();
-}
+int64_t Collector::ReadRunDelay(pid_t tid) { return proc_.Schedstat(tid); }
 
 void Collector::ExtendRunsTo(int64_t end_ns) {
   for (int i = 0, limit = SlotLimit(); i < limit; ++i) {
@@ -307,6 +147,7 @@ void Collector::ExtendRunToExit(ThreadSlot* s) {
 
 void Collector::ReadFromOutside(pid_t pid, OutsideMaps* maps) {
   outside_pid_ = pid;
+  proc_.set_pid(pid);
   outside_maps_ = maps;
 }
 
@@ -329,9 +170,13 @@ int64_t Collector::ThreadCpuTime(pid_t tid, int64_t* run_delay) {
   if (outside_pid_ != 0) {
     int64_t cpu = -1;
     uint64_t slices = 0;
-    *run_delay = OutsideSchedstat(tid, &cpu, &slices);
-    if (*run_delay >= 0) slices_at_tick_[tid] = slices;
-    return *run_delay >= 0 ? cpu : -1;
+    *run_delay = proc_.Schedstat(tid, &cpu, &slices);
+    if (*run_delay < 0) {
+      slices_at_tick_.erase(tid);
+      return -1;
+    }
+    slices_at_tick_[tid] = slices;
+    return cpu;
   }
   timespec ts;
   if (clock_gettime(ThreadCpuClock(tid), &ts) != 0) return -1;
@@ -339,16 +184,49 @@ int64_t Collector::ThreadCpuTime(pid_t tid, int64_t* run_delay) {
 }
 
 // The Python frames of blocked thread `s` (into py, kPyFrameWords each):
-// read in place, or through the program's memory from outside.
-int Collector::BlockedPythonFrames(ThreadSlot* s, pid_t tid, uint64_t* py) {
+// read in place, or through the program's memory from outside, where the
+// last walk is taken again while everything it read is unchanged
+// (PythonWalk).
+int Collector::BlockedPythonFrames(ThreadSlot* s, pid_t tid, uint64_t* py, bool* differs) {
+  *differs = false;
   if (outside_pid_ == 0) {
     return Python() != nullptr ? WalkBlockedPythonFrames(s, tid, py, kMaxPythonFrames) : 0;
   }
   if (outside_python_ == nullptr || outside_memory_ == nullptr) return 0;
-  const BlockCachedView memory(*outside_memory_);  // this walk's reads, by the block
-  return WalkBlockedPythonFramesOf(memory, *outside_python_,
-                                   s->py_tstate.load(std::memory_order_relaxed), tid, py,
-                                   kMaxPythonFrames);
+  ++python_walks_;
+  const uintptr_t hint = s->py_tstate.load(std::memory_order_relaxed);
+  std::unique_ptr<PythonWalk>& last = last_python_walks_[s];
+  if (last == nullptr) last = std::make_unique<PythonWalk>();
+  PythonWalk* w = last.get();
+  const bool reused = w->valid && w->hint == hint && outside_memory_->SameAsTraced(w->trace);
+  if (reused) {
+    ++python_walks_reused_;
+    std::copy(w->py, w->py + kPyFrameWords * w->frames, py);
+    if (!check_reused_walks_) return w->frames;
+  }
+  // Walked anew (and, checked, compared with the walk taken again).
+  ReadTrace* trace = reused ? nullptr : &w->trace;
+  if (trace != nullptr) trace->Clear();
+  const BlockCachedView memory(*outside_memory_, trace);  // this walk's reads, by the block
+  uint64_t fresh[kPyFrameWords * kMaxPythonFrames];
+  const int m = WalkBlockedPythonFramesOf(memory, *outside_python_, hint, tid, fresh,
+                                          kMaxPythonFrames);
+  if (reused) {
+    // Counted by the caller only if the thread stayed in its call all along.
+    *differs = m != w->frames || !std::equal(fresh, fresh + kPyFrameWords * m, w->py);
+    return w->frames;
+  }
+  std::copy(fresh, fresh + kPyFrameWords * m, py);
+  std::copy(fresh, fresh + kPyFrameWords * m, w->py);
+  w->frames = m;
+  w->hint = hint;
+  w->valid = w->trace.complete;
+  return m;
+}
+
+void Collector::DropPythonWalk(const ThreadSlot* s) {
+  const auto it = last_python_walks_.find(s);
+  if (it != last_python_walks_.end()) it->second->valid = false;
 }
 
 // Whether the thread stayed in the call all along: not a nanosecond of CPU
@@ -362,7 +240,7 @@ bool Collector::CpuUnchanged(pid_t tid, int64_t cpu_ns) {
   // count of slices run is raised when one starts.
   int64_t cpu = -1;
   uint64_t slices = 0;
-  if (OutsideSchedstat(tid, &cpu, &slices) < 0 || cpu != cpu_ns) return false;
+  if (proc_.Schedstat(tid, &cpu, &slices) < 0 || cpu != cpu_ns) return false;
   const auto it = slices_at_tick_.find(tid);
   return it != slices_at_tick_.end() && it->second == slices;
 }
@@ -373,12 +251,18 @@ bool Collector::CpuUnchanged(pid_t tid, int64_t cpu_ns) {
 uint32_t Collector::WalkBlockedLeaf(ThreadSlot* s, pid_t tid, uintptr_t pc, int64_t cpu_ns,
                                     int64_t start, bool* rewalk) {
   uint64_t py[kPyFrameWords * kMaxPythonFrames];
-  const int m = BlockedPythonFrames(s, tid, py);
-  uint32_t id = 0;
-  if (!CpuUnchanged(tid, cpu_ns)) {
+  bool py_differs = false;
+  const int m = BlockedPythonFrames(s, tid, py, &py_differs);
+  const bool same = CpuUnchanged(tid, cpu_ns);
+  if (!same) {
     ++blocked_walks_dropped_;
     *rewalk = true;
-  } else if (pc != 0 || m > 0) {
+    DropPythonWalk(s);
+  } else if (py_differs) {
+    ++python_walks_reuse_mismatched_;
+  }
+  uint32_t id = 0;
+  if (same && (pc != 0 || m > 0)) {
     uint64_t words[1 + kMaxPythonFrames];
     int n = 0;
     if (pc != 0) words[n++] = pc;
@@ -466,7 +350,8 @@ uint32_t Collector::WalkBlocked(ThreadSlot* s, pid_t tid, uintptr_t sp, uintptr_
   // The Python frames, read in place (SafeLoads) or from outside.
   uint64_t py[kPyFrameWords * kMaxPythonFrames];
   const PythonRuntime* python = Python();
-  const int m = BlockedPythonFrames(s, tid, py);
+  bool py_differs = false;
+  const int m = BlockedPythonFrames(s, tid, py, &py_differs);
   // Whether the thread stayed in the call all along: not a nanosecond of
   // CPU since the tick's clock read, which came before the read of its
   // call, sp and pc (a thread that wakes and blocks again at the same
@@ -477,11 +362,13 @@ uint32_t Collector::WalkBlocked(ThreadSlot* s, pid_t tid, uintptr_t sp, uintptr_
   // to this, for a second /proc read per walk.)
   const bool same = CpuUnchanged(tid, cpu_ns);
   if (same && differs) ++blocked_walks_reuse_mismatched_;
+  if (same && py_differs) ++python_walks_reuse_mismatched_;
   uint32_t id = 0;
   if (!same || n <= 0) {
     ++blocked_walks_dropped_;
     *rewalk = true;
     w->trace.complete = false;  // read while the thread ran: not to be trusted again
+    DropPythonWalk(s);
   } else {
     uint64_t words[kMaxFrames + kMaxPythonFrames];
     for (int i = 0; i < n; ++i) words[i] = pcs[i];
@@ -526,7 +413,8 @@ void Collector::SayRunDelay() {
   // Whether the wall records' wait_ns is measured, asked of the opening
   // thread: here, not at the collector's first tick, whose allocations would
   // land among the program's (Runtime.AnnotationsDoNotAllocateFromTheProgramsHeap).
-  if (RunDelay(outside_pid_, outside_pid_ != 0 ? outside_pid_ : static_cast<pid_t>(syscall(SYS_gettid))) >= 0) {
+  const pid_t tid = outside_pid_ != 0 ? outside_pid_ : static_cast<pid_t>(syscall(SYS_gettid));
+  if (proc_.Schedstat(tid) >= 0) {
     SetProcessField("run_delay", "schedstat");
   } else {
     SetProcessField("run_delay", std::string("off: cannot read /proc/self/task/<tid>/schedstat: ") +
@@ -644,7 +532,7 @@ uint32_t Collector::ThreadIndex(ThreadSlot* s) {
     pid_t tid = s->tid.load(std::memory_order_relaxed);
     PutVarint(&threads_, static_cast<uint64_t>(s->file_index));
     PutVarint(&threads_, static_cast<uint64_t>(tid));
-    PutBytes(&threads_, ThreadName(outside_pid_, tid));
+    PutBytes(&threads_, proc_.Name(tid));
     ++threads_count_;
   }
   return static_cast<uint32_t>(s->file_index);
@@ -803,6 +691,10 @@ void Collector::Drain() {
     DrainEvents(s);
     if (state == kSlotExited) {
       native_walks_.erase(s);
+      last_python_walks_.erase(s);
+      const pid_t tid = s->tid.load(std::memory_order_relaxed);
+      proc_.Forget(tid);
+      slices_at_tick_.erase(tid);
       ExtendRunToExit(s);
       EndWallRun(s);
       AddRetiredCounters(s);
@@ -928,7 +820,7 @@ bool Collector::SnapshotTick(int64_t now) {
         // out compute-bound.)
         s->blocked_rewalk = false;
         if (cpu_delta * 10 < wall_delta * 9) {
-          const SyscallRead blocked = ReadSyscall(outside_pid_, tid);
+          const SyscallRead blocked = proc_.Syscall(tid);
           state = blocked.state;
           // Its stack, walked from the sp and pc the kernel reports: the
           // thread is never signalled (that would end its sleep with EINTR).
@@ -1207,6 +1099,9 @@ bool Collector::Flush() {
       {"blocked_walks_dropped", blocked_walks_dropped_},
       {"blocked_walks_reused", blocked_walks_reused_},
       {"blocked_walks_reuse_mismatched", blocked_walks_reuse_mismatched_},
+      {"python_walks", python_walks_},
+      {"python_walks_reused", python_walks_reused_},
+      {"python_walks_reuse_mismatched", python_walks_reuse_mismatched_},
       {"blocked_walk_ns", blocked_walk_ns_},
       // What the bounded tables refused or cut: the report notes it.
       {"stage_names_refused", StageNamesRefused()},

@@ -19,10 +19,13 @@
 #include "backends/cfi_unwinder.h"
 #include "backends/private_fd.h"
 #include "core/annotations.h"
+#include "core/memory_view.h"
 #include "core/proc_maps.h"
+#include "core/python_frames.h"
 #include "core/python_codes.h"
 #include "core/session_state.h"
 #include "core/signal_handler.h"
+#include "core/thread_proc.h"
 #include "core/thread_registry.h"
 
 namespace dlprof {
@@ -52,7 +55,7 @@ class Collector {
   Collector() = default;
   Collector(const Collector&) = delete;
   Collector& operator=(const Collector&) = delete;
-  ~Collector() { CloseSchedstatFds(); }
+  ~Collector() = default;
 
   // Creates `name` in the folder `dir_fd` (never overwriting, never following
   // a symlink, mode 0600) and writes the file header. False and *error if not.
@@ -152,11 +155,20 @@ class Collector {
   uint64_t blocked_walks_reused() const { return blocked_walks_reused_; }
   // Forgets the threads' last walks: their next walks copy and walk their
   // stacks. For tests and benchmarks.
-  void ForgetNativeWalks() { native_walks_.clear(); }
+  void ForgetNativeWalks() {
+    native_walks_.clear();
+    last_python_walks_.clear();
+  }
   // Each walk taken again is walked anew too, and a difference counted
   // (DLPROF_CHECK_REUSED_WALKS, core/config.h).
   void set_check_reused_walks(bool check) { check_reused_walks_ = check; }
+  bool check_reused_walks() const { return check_reused_walks_; }
   uint64_t blocked_walks_reuse_mismatched() const { return blocked_walks_reuse_mismatched_; }
+  // From outside, blocked threads' Python walks, those taken again
+  // (PythonWalk), and of those, checked, the ones that differed.
+  uint64_t python_walks() const { return python_walks_; }
+  uint64_t python_walks_reused() const { return python_walks_reused_; }
+  uint64_t python_walks_reuse_mismatched() const { return python_walks_reuse_mismatched_; }
   // The words of stack `id` (as InternStack got them), false if unknown.
   // A scan of the table: for tests and benchmarks.
   bool StackWords(uint32_t id, std::vector<uint64_t>* words) const;
@@ -178,7 +190,9 @@ class Collector {
   // Parts of WalkBlocked: the thread's Python frames (in place or from
   // outside), whether its CPU clock stayed at `cpu_ns`, and the stack
   // without a native walk (its leaf pc, 0: none, and its Python frames).
-  int BlockedPythonFrames(ThreadSlot* s, pid_t tid, uint64_t* py);
+  // *differs: a walk taken again was checked (DLPROF_CHECK_REUSED_WALKS)
+  // and the walk anew differed.
+  int BlockedPythonFrames(ThreadSlot* s, pid_t tid, uint64_t* py, bool* differs);
   bool CpuUnchanged(pid_t tid, int64_t cpu_ns);
   uint32_t WalkBlockedLeaf(ThreadSlot* s, pid_t tid, uintptr_t pc, int64_t cpu_ns, int64_t start,
                            bool* rewalk);
@@ -194,16 +208,11 @@ class Collector {
                        bool* rewalk);
   // The thread's run_delay (schedstat), -1 if unreadable.
   int64_t ReadRunDelay(pid_t tid);
-  // From outside: thread `tid`'s schedstat, its run delay (and CPU time into
-  // *cpu_ns, when given); -1 when it is gone. Each thread's file is opened
-  // once and read again with pread at every tick (it was opened and closed
-  // at each: 3,000 opens a second for 200 threads at 100 Hz, 5x the
-  // collector thread's CPU). The helper's own descriptors, never the
-  // program's.
-  int64_t OutsideSchedstat(pid_t tid, int64_t* cpu_ns, uint64_t* slices = nullptr);
-  void CloseSchedstatFds();
-  static constexpr size_t kMaxSchedstatFds = 1024;
-  std::unordered_map<pid_t, int> schedstat_fds_;
+  // The threads' schedstat and syscall files: this process's, or from
+  // outside the program's, each opened once and read again with pread at
+  // every tick (opened and closed at each, schedstat alone cost 3,000 opens
+  // a second for 200 threads at 100 Hz, 5x the collector thread's CPU).
+  ThreadProcFiles proc_;
   // From outside: each thread's count of slices run at the tick's read
   // (CpuUnchanged).
   std::unordered_map<pid_t, uint64_t> slices_at_tick_;
@@ -298,6 +307,25 @@ class Collector {
   };
   bool SameNativeWalk(const NativeWalk& w, uintptr_t sp, uintptr_t pc) const;
   std::unordered_map<const ThreadSlot*, std::unique_ptr<NativeWalk>> native_walks_;
+  // From outside, a thread's last walk of its Python frames with every read
+  // it made (ReadTrace): when the pages those reads are in still hold the
+  // same values (one process_vm_readv) and the thread's state hint is the
+  // same, the walk would be the same, and is not made again. A walk made
+  // ~15 reads of the program, each a process_vm_readv of ~9 us on this VM:
+  // 60% of a DataLoader worker's helper's blocked walks (its queue feeder
+  // thread wakes for every item and blocks again where it was).
+  struct PythonWalk {
+    bool valid = false;
+    uintptr_t hint = 0;
+    int frames = 0;
+    uint64_t py[kPyFrameWords * kMaxPythonFrames];
+    ReadTrace trace;
+  };
+  std::unordered_map<const ThreadSlot*, std::unique_ptr<PythonWalk>> last_python_walks_;
+  uint64_t python_walks_ = 0, python_walks_reused_ = 0, python_walks_reuse_mismatched_ = 0;
+  // The thread's last Python walk is not to be taken again (it was read
+  // while the thread ran).
+  void DropPythonWalk(const ThreadSlot* s);
   // A blocked thread's stack, for its walk: mapped on first use and never
   // cleared, so only the pages copies reach are ever faulted in (a
   // short-lived process walks one small stack; zeroing all 256 KiB, as a

@@ -258,13 +258,16 @@ namespace {
 
 // The arguments a process and its fork children share: the run folder, the
 // tick, the mode.
-std::vector<std::string> SharedArgs(const ProfileFileSpec& spec, int snapshot_ms, bool light) {
+std::vector<std::string> SharedArgs(const ProfileFileSpec& spec, int snapshot_ms, bool light,
+                                    const Collector& c) {
   std::vector<std::string> args = {*g_program,
                                    "--run-path=" + spec.run_path,
                                    "--run-dev=" + std::to_string(spec.run_dev),
                                    "--run-ino=" + std::to_string(spec.run_ino),
                                    "--snapshot-ms=" + std::to_string(snapshot_ms),
                                    std::string("--mode=") + (light ? "light" : "detailed")};
+  // DLPROF_CHECK_REUSED_WALKS: the helper checks its walks taken again.
+  if (c.check_reused_walks()) args.push_back("--check-reused-walks");
   // CPython's: its minor version's structure table, the address of
   // _PyRuntime (where blocked threads' states are found) and those of its
   // code and string types, which the helper checks objects against (a fork
@@ -298,7 +301,7 @@ bool StartCollectorProcess(const Collector& c, const ProfileFileSpec& spec, int 
     *why = "the arena is no longer shared";
     return false;
   }
-  std::vector<std::string> args = SharedArgs(spec, snapshot_ms, light);
+  std::vector<std::string> args = SharedArgs(spec, snapshot_ms, light, c);
   args.push_back("--pid=" + std::to_string(getpid()));
   args.push_back("--base=" + spec.base);
   args.push_back(std::string("--file-at-once=") + (file_at_once ? "1" : "0"));
@@ -356,7 +359,7 @@ int64_t ClockNs(clockid_t clock) {
 void PrepareForkChildArgs(const Collector& child_fields, const ProfileFileSpec& spec,
                           int snapshot_ms, bool light) {
   if (g_program == nullptr) return;
-  auto* fixed = new std::vector<std::string>(SharedArgs(spec, snapshot_ms, light));
+  auto* fixed = new std::vector<std::string>(SharedArgs(spec, snapshot_ms, light, child_fields));
   for (const char* a : {"--file-at-once=0", "--field=collector=process", "--field=role=worker"}) {
     fixed->push_back(a);
   }

@@ -10,8 +10,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace dlprof {
+
+struct ReadTrace;
 
 class MemoryView {
  public:
@@ -23,6 +26,12 @@ class MemoryView {
   // for its SafeLoads there; each Copy needs an open batch).
   virtual void BeginReads() const {}
   virtual void EndReads() const {}
+  // Whether every read of `trace` gets the same bytes now, asked at once
+  // (ProcessMemory's one system call); false where the view cannot tell.
+  virtual bool SameAsTraced(const ReadTrace& trace) const {
+    (void)trace;
+    return false;
+  }
 
   bool U64(uintptr_t address, uint64_t* out) const { return Copy(address, out, sizeof(*out)); }
   bool U32(uintptr_t address, uint32_t* out) const { return Copy(address, out, sizeof(*out)); }
@@ -58,11 +67,39 @@ class ProcessMemory : public MemoryView {
   // a failed read.
   uint64_t refused() const { return refused_; }
   int last_error() const { return last_error_; }
+  // Whether every read of `trace` (complete) gets the same bytes now: the
+  // pages they are in, read in one process_vm_readv. False when they cannot
+  // all be read, or are on more than kMaxTracePages pages.
+  bool SameAsTraced(const ReadTrace& trace) const override;
+  static constexpr int kMaxTracePages = 16;
 
  private:
   pid_t pid_;
+  mutable std::vector<unsigned char> pages_;  // SameAsTraced's
   mutable uint64_t refused_ = 0;
   mutable int last_error_ = 0;
+};
+
+// The reads one walk made through a view (each of at most 8 bytes: the
+// fields of frames and code objects), with the values they got: whether
+// the same walk would read the same now is then one system call
+// (ProcessMemory::SameAsTraced), not a walk's dozen. A walk is a function
+// of what it reads, so equal reads mean an equal walk.
+struct ReadTrace {
+  static constexpr int kMaxReads = 256;
+  int reads = 0;
+  // False once a read did not fit (too many, or larger than 8 bytes) or
+  // failed: the walk cannot be told from its trace.
+  bool complete = true;
+  uintptr_t address[kMaxReads];
+  uint8_t size[kMaxReads];
+  uint64_t value[kMaxReads];
+
+  void Clear() {
+    reads = 0;
+    complete = true;
+  }
+  void Add(uintptr_t at, const void* bytes, size_t n);
 };
 
 // A view that reads `base` in aligned blocks of kBlockBytes and serves reads
@@ -70,15 +107,19 @@ class ProcessMemory : public MemoryView {
 // frames from outside, whose reads are 8 bytes each, a few fields of each
 // frame and of its code object, frames side by side in the interpreter's
 // data stack. Each was a process_vm_readv of its own: a quarter of a
-// DataLoader worker's helper's CPU. A block that cannot be read whole
-// (it ends in an unmapped page: blocks never cross pages) falls back to
-// the read asked for. What it holds is as old as the view: make one per
-// walk. Not thread-safe.
+// DataLoader worker's helper's CPU. A block is a page (aligned; it never
+// crosses one): a process_vm_readv costs ~9 us here whatever its size up
+// to a page, so the bigger block halves a walk's calls (code objects are
+// malloc'd side by side when a module loads). A block that cannot be read
+// whole (an unmapped page) falls back to the read asked for. What it holds
+// is as old as the view: make one per walk. With a trace, every read it
+// serves is recorded there. Not thread-safe.
 class BlockCachedView : public MemoryView {
  public:
-  static constexpr size_t kBlockBytes = 256;
+  static constexpr size_t kBlockBytes = 4096;
   static constexpr int kBlocks = 8;
-  explicit BlockCachedView(const MemoryView& base) : base_(base) {}
+  explicit BlockCachedView(const MemoryView& base, ReadTrace* trace = nullptr)
+      : base_(base), trace_(trace) {}
   bool Copy(uintptr_t address, void* out, size_t n) const override;
   void BeginReads() const override { base_.BeginReads(); }
   void EndReads() const override { base_.EndReads(); }
@@ -86,12 +127,14 @@ class BlockCachedView : public MemoryView {
   uint64_t base_reads() const { return base_reads_; }
 
  private:
+  bool CopyUntraced(uintptr_t address, void* out, size_t n) const;
   struct Block {
     uintptr_t address = 0;
     bool valid = false;
     unsigned char bytes[kBlockBytes];
   };
   const MemoryView& base_;
+  ReadTrace* trace_;
   mutable Block blocks_[kBlocks];
   mutable int next_ = 0;  // the block replaced next (round robin)
   mutable uint64_t base_reads_ = 0;

@@ -53,9 +53,16 @@ using RemoteHeaders =
 bool ReadRemoteObjects(pid_t pid, std::vector<RemoteObject>* out, std::string* error,
                        RemoteHeaders* headers = nullptr, std::string* maps_text = nullptr);
 
+// The size of the executable mappings (kB) in a /proc/<pid>/status text:
+// VmExe + VmLib. False when either is missing.
+bool ParseExecKb(const char* status, uint64_t* kb);
+
 class RemoteCfiHost final : public CfiHost {
  public:
   RemoteCfiHost(pid_t pid, CfiRegion* region);
+  ~RemoteCfiHost();
+  RemoteCfiHost(const RemoteCfiHost&) = delete;
+  RemoteCfiHost& operator=(const RemoteCfiHost&) = delete;
 
   bool IterateObjects(int (*callback)(dl_phdr_info*, size_t, void*), void* data) override;
   size_t Copy(void* to, uintptr_t from, size_t n) override;
@@ -70,8 +77,10 @@ class RemoteCfiHost final : public CfiHost {
   // Changes when the set of the program's objects read does (0 before the
   // first read).
   uint64_t generation() const { return generation_; }
-  // Times the program's objects were read (its maps and headers).
+  // Times the program's objects were read (its maps and headers), and the
+  // reads due that its executable mappings' size spared (RefreshIfDue).
   uint64_t scans() const { return scans_; }
+  uint64_t size_checks() const { return size_checks_; }
   // The maps text of the last read, and when it was read (MonotonicNs; 0:
   // none yet): what the helper's list of mappings takes instead of reading
   // the file again (in a DataLoader worker's first second the two readers
@@ -84,10 +93,20 @@ class RemoteCfiHost final : public CfiHost {
 
  private:
   // Reads the objects again when due: at the first walk, then once a
-  // second, or sooner when a handler met a pc in no object (a library
-  // loaded since): 20 ms after the last read while reads find new objects,
-  // doubling to a second while they find none.
+  // second if the size of the executable mappings changed (every
+  // kFullReadNs regardless: a library replaced by one of the same size), or
+  // sooner when a handler met a pc in no object (a library loaded since):
+  // 20 ms after the last read while reads find new objects, doubling to a
+  // second while they find none.
   void RefreshIfDue();
+  // VmExe + VmLib of the program's status (kB), through a descriptor kept
+  // open (the helper's own); false when unreadable.
+  bool ReadExecKb(uint64_t* kb);
+  static constexpr int64_t kFullReadNs = 10000000000;
+  int status_fd_ = -1;
+  uint64_t exec_kb_ = 0;            // at the last read of the maps
+  int64_t last_full_read_ns_ = 0;
+  uint64_t size_checks_ = 0;
 
   pid_t pid_;
   CfiRegion* region_;

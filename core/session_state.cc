@@ -165,7 +165,10 @@ void Mailbox::WakeFlushWaiters() {
 }
 
 void Mailbox::PublishFlushDone(uint64_t requested) {
-  d()->flush_done.store(requested, std::memory_order_release);
+  // Unchanged (no flush was asked since the last): a waiter still waits for
+  // a later ticket, so there is no one to release. The collector publishes
+  // at every tick; the wake was a system call of each.
+  if (d()->flush_done.exchange(requested, std::memory_order_acq_rel) == requested) return;
   WakeFlushWaiters();
 }
 

@@ -429,11 +429,80 @@ TEST(BlockedStacks, CollectorProcessFindsTheIoBoundDataLoadersCulprit) {
   ExpectTheIoBoundDataLoadersCulprit({{"DLPROF_COLLECTOR", "process"}}, "process");
 }
 
+// blocked_chains.py under the helper: a thread blocks again and again
+// through one of two Python chains whose frames sit at the same addresses
+// over the same C stack. A Python walk taken again (Collector::PythonWalk,
+// checked here against the walk anew) must be the chain the thread is in:
+// never the other one's, and each chain's blocked time as the program
+// measured it.
+TEST(BlockedStacks, CollectorProcessTakesAPythonWalkAgainOnlyForTheSameChain) {
+#ifdef DLPROF_UNDER_TSAN
+  GTEST_SKIP() << "TSan's runtime cannot be preloaded into an uninstrumented python3";
+#endif
+  const std::string script = std::string(DLPROF_SOURCE_DIR) + "/tests/python/blocked_chains.py";
+  ProfiledRun run = ProfileCommand({testing::kDebianPython, script, "1.5"}, 120, "",
+                                   {{"DLPROF_COLLECTOR", "process"},
+                                    {"DLPROF_CHECK_REUSED_WALKS", "1"}});
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.out << run.result.err;
+  ASSERT_TRUE(run.errors.empty()) << run.errors[0];
+  ExpectCollector(run, "process");
+  const nlohmann::json own = nlohmann::json::parse(run.result.out);
+  const double own_a = own.at("a").get<double>(), own_b = own.at("b").get<double>();
+  ASSERT_GT(own_a + own_b, 1e9) << run.result.out;
+  int64_t a_ns = 0, b_ns = 0;
+  int mixed = 0;
+  for (const Sample& s : run.profile.samples) {
+    if (s.kind != SampleKind::kWall || s.on_cpu) continue;
+    const std::vector<const Frame*> f = Frames(run.profile, s.stack);
+    for (size_t i = 0; i < f.size(); ++i) {
+      if (!f[i]->python || f[i]->function != "wait_byte") continue;
+      // A chain may be cut short by nothing here: the thread's stack is
+      // three frames above main's.
+      ASSERT_LT(i + 2, f.size()) << Show(run.profile, s.stack);
+      const std::string via = f[i + 1]->function, chain = f[i + 2]->function;
+      if (via == "via_a" && chain == "chain_a") {
+        a_ns += BlockedNs(s);
+      } else if (via == "via_b" && chain == "chain_b") {
+        b_ns += BlockedNs(s);
+      } else {
+        ++mixed;
+        ADD_FAILURE() << "not a real chain:\n" << Show(run.profile, s.stack);
+      }
+      break;
+    }
+  }
+  uint64_t walks = 0, reused = 0, mismatched = 0;
+  for (const Process& p : run.profile.processes) {
+    auto count = [&](const char* key) {
+      auto it = p.counters.find(key);
+      return it == p.counters.end() ? uint64_t{0} : it->second;
+    };
+    walks += count("python_walks");
+    reused += count("python_walks_reused");
+    mismatched += count("python_walks_reuse_mismatched");
+  }
+  std::printf("python walks %llu, taken again %llu, differed %llu; blocked a %.0f ms (own %.0f), "
+              "b %.0f ms (own %.0f)\n",
+              static_cast<unsigned long long>(walks), static_cast<unsigned long long>(reused),
+              static_cast<unsigned long long>(mismatched), a_ns / 1e6, own_a / 1e6, b_ns / 1e6,
+              own_b / 1e6);
+  EXPECT_EQ(mixed, 0);
+  EXPECT_GT(reused, 0u) << walks << " walks" << run.Where();
+  EXPECT_EQ(mismatched, 0u) << run.Where();
+  // Each chain's share of the blocked time, within 12 points of the
+  // program's own (the ticks sample a 2 ms cadence every 10 ms).
+  ASSERT_GT(a_ns + b_ns, 500000000) << run.Where();
+  const double share = static_cast<double>(a_ns) / static_cast<double>(a_ns + b_ns);
+  EXPECT_NEAR(share, own_a / (own_a + own_b), 0.12) << run.Where();
+}
+
 // A PyTorch training run (bench/python_train.py: DataLoader, two forked
 // workers, PIL): the walks of its blocked threads taken again
 // (Collector::NativeWalk) are each walked anew too
 // (DLPROF_CHECK_REUSED_WALKS) and none differs, in every process, through
-// libtorch, CPython and libc frames.
+// libtorch, CPython and libc frames. So are the Python walks the helpers
+// take again (Collector::PythonWalk): the workers' queue feeder threads
+// block where they were at each item.
 TEST(BlockedStacks, WalksTakenAgainInATorchRunAreTheWalksAnew) {
 #ifdef DLPROF_UNDER_TSAN
   GTEST_SKIP() << "TSan's runtime cannot be preloaded into an uninstrumented python3";
@@ -444,6 +513,7 @@ TEST(BlockedStacks, WalksTakenAgainInATorchRunAreTheWalksAnew) {
   ASSERT_EQ(run.result.exit_code, 0) << run.result.out << run.result.err;
   ASSERT_TRUE(run.errors.empty()) << run.errors[0];
   uint64_t walks = 0, reused = 0, mismatched = 0;
+  uint64_t py_walks = 0, py_reused = 0, py_mismatched = 0;
   int workers = 0;
   for (const Process& p : run.profile.processes) {
     auto count = [&](const char* key) {
@@ -454,6 +524,9 @@ TEST(BlockedStacks, WalksTakenAgainInATorchRunAreTheWalksAnew) {
     walks += count("blocked_walks");
     reused += count("blocked_walks_reused");
     mismatched += count("blocked_walks_reuse_mismatched");
+    py_walks += count("python_walks");
+    py_reused += count("python_walks_reused");
+    py_mismatched += count("python_walks_reuse_mismatched");
     workers += p.role == "worker";
   }
   std::printf("%d workers; %llu walks, %llu taken again, %llu differed\n", workers,
@@ -462,6 +535,11 @@ TEST(BlockedStacks, WalksTakenAgainInATorchRunAreTheWalksAnew) {
   EXPECT_EQ(workers, 2) << run.Where();
   EXPECT_GT(reused, walks / 4) << walks << " walks" << run.Where();
   EXPECT_EQ(mismatched, 0u) << run.Where();
+  std::printf("python: %llu walks, %llu taken again, %llu differed\n",
+              static_cast<unsigned long long>(py_walks), static_cast<unsigned long long>(py_reused),
+              static_cast<unsigned long long>(py_mismatched));
+  EXPECT_GT(py_reused, py_walks / 4) << py_walks << " Python walks" << run.Where();
+  EXPECT_EQ(py_mismatched, 0u) << run.Where();
 }
 
 }  // namespace

@@ -40,33 +40,37 @@ class FakeMemory : public MemoryView {
 };
 
 TEST(BlockCachedView, ServesWhatItsBaseWouldWithFewerReads) {
-  const uintptr_t lo = 0x10000;
-  FakeMemory base(lo, 8192, 0x11000 + 100, 0x11000 + 200);  // a hole inside one block
+  constexpr uintptr_t B = BlockCachedView::kBlockBytes;
+  const uintptr_t lo = 0x100000;
+  const uintptr_t hole = lo + 16 * B;  // the 17th block has a hole inside
+  FakeMemory base(lo, 17 * B, hole + 100, hole + 200);
   const BlockCachedView cached(base);
-  // Every 8-byte read of the first 4 KiB, at every alignment.
-  for (uintptr_t a = lo; a + 8 <= lo + 4096; a += 3) {
+  // Every 8-byte read of the first 16 blocks, at every alignment.
+  int reads = 0;
+  for (uintptr_t a = lo; a + 8 <= lo + 16 * B; a += 3, ++reads) {
     uint64_t want = 0, got = 0;
     ASSERT_TRUE(base.Copy(a, &want, 8));
     ASSERT_TRUE(cached.Copy(a, &got, 8)) << std::hex << a;
     EXPECT_EQ(got, want) << std::hex << a;
   }
-  // 16 blocks of 256 bytes held in 8 at a time, read in order: each block
-  // once, and each read across two blocks straight from the base.
+  // 16 blocks held kBlocks at a time, read in order: each block once, and
+  // each read across two blocks straight from the base.
   const int crossing = 16 - 1;
   EXPECT_LE(cached.base_reads(), 16u + crossing * 3u);
-  EXPECT_LT(cached.base_reads(), 4096u / 3 / 4) << "nearly every read went to the base";
+  EXPECT_LT(cached.base_reads(), static_cast<uint64_t>(reads) / 100)
+      << "nearly every read went to the base";
 
   // Around the hole: readable bytes of its block still read, the hole not.
   uint64_t v = 0;
-  EXPECT_TRUE(cached.Copy(0x11000 + 8, &v, 8));
-  EXPECT_FALSE(cached.Copy(0x11000 + 96, &v, 8));
-  EXPECT_TRUE(cached.Copy(0x11000 + 200, &v, 8));
+  EXPECT_TRUE(cached.Copy(hole + 8, &v, 8));
+  EXPECT_FALSE(cached.Copy(hole + 96, &v, 8));
+  EXPECT_TRUE(cached.Copy(hole + 200, &v, 8));
   uint64_t want = 0;
-  ASSERT_TRUE(base.Copy(0x11000 + 200, &want, 8));
+  ASSERT_TRUE(base.Copy(hole + 200, &want, 8));
   EXPECT_EQ(v, want);
   // Past the end, and a read larger than a block.
-  EXPECT_FALSE(cached.Copy(lo + 8192 - 4, &v, 8));
-  std::vector<unsigned char> big(1000), big_want(1000);
+  EXPECT_FALSE(cached.Copy(lo + 17 * B - 4, &v, 8));
+  std::vector<unsigned char> big(B + 1000), big_want(B + 1000);
   ASSERT_TRUE(base.Copy(lo + 10, big_want.data(), big_want.size()));
   ASSERT_TRUE(cached.Copy(lo + 10, big.data(), big.size()));
   EXPECT_EQ(big, big_want);
@@ -107,7 +111,8 @@ TEST(BlockCachedView, ReadsAnotherProcessAsItsOwnBytesAreThere) {
     ASSERT_TRUE(cached.Copy(at + static_cast<uintptr_t>(off), &b, 8));
     EXPECT_EQ(a, b);
   }
-  EXPECT_EQ(cached.base_reads(), static_cast<uint64_t>(page) / BlockCachedView::kBlockBytes);
+  EXPECT_EQ(cached.base_reads(), (static_cast<uint64_t>(page) + BlockCachedView::kBlockBytes - 1) /
+                                     BlockCachedView::kBlockBytes);
   uint64_t v;
   EXPECT_FALSE(process.Copy(at + static_cast<uintptr_t>(page), &v, 8));
   EXPECT_FALSE(cached.Copy(at + static_cast<uintptr_t>(page), &v, 8));

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
 #include <climits>
 #include <cstdlib>
 #include <set>
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "core/proc_maps.h"
+#include "core/remote_cfi.h"
 #include "tests/support/files.h"
 
 extern char** environ;
@@ -103,6 +105,34 @@ class Child {
  private:
   pid_t pid_ = -1;
 };
+
+// The size of the executable mappings the cfi host asks before it reads
+// the maps again (RemoteCfiHost::RefreshIfDue): VmExe + VmLib of a status
+// text, and a live one that grows by an executable mapping's size.
+TEST(RemoteMaps, ExecutableSizeOfAStatusText) {
+  uint64_t kb = 0;
+  EXPECT_TRUE(ParseExecKb("Name:\tx\nVmExe:\t    2808 kB\nVmLib:\t   61032 kB\nVmPTE:\t 1 kB\n", &kb));
+  EXPECT_EQ(kb, 2808u + 61032u);
+  EXPECT_FALSE(ParseExecKb("Name:\tx\nVmExe:\t    2808 kB\n", &kb));  // a kernel thread's has none
+  EXPECT_FALSE(ParseExecKb("Name:\tx\nVmExe:\t kB\nVmLib:\t 1 kB\n", &kb));
+  EXPECT_FALSE(ParseExecKb("", &kb));
+
+  auto own = [] {
+    std::ifstream in("/proc/self/status");
+    std::stringstream text;
+    text << "\n" << in.rdbuf();
+    uint64_t v = 0;
+    EXPECT_TRUE(ParseExecKb(text.str().c_str(), &v));
+    return v;
+  };
+  const uint64_t before = own();
+  const size_t bytes = 4 << 20;
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(p, MAP_FAILED);
+  EXPECT_EQ(own(), before + (bytes >> 10));
+  munmap(p, bytes);
+  EXPECT_EQ(own(), before);
+}
 
 TEST(RemoteMaps, OwnProcessMatchesTheInProcessReader) {
   // A library loaded between the two reads would differ: read again then.
