@@ -13,9 +13,11 @@
 // (POSIX timer overruns, perf periods that ended in the kernel), which the
 // report uses to apportion CPU time. dropped and handler_ns are the runtime's
 // own counters (dlprof only); files_bytes is the size on disk of what was read.
+// COUNT_SAMPLES_COUNTERS=1 also prints each process's counters to stderr.
 #include <sys/stat.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -83,6 +85,8 @@ int main(int argc, char** argv) {
     weighted += s.count;
   }
   uint64_t dropped = 0, handler_ns = 0;
+  const char* counters_env = std::getenv("COUNT_SAMPLES_COUNTERS");
+  const bool show_counters = counters_env != nullptr && std::strcmp(counters_env, "1") == 0;
   for (const dlprof::Process& p : profile.processes) {
     for (const char* name : {"dropped_ring", "dropped_busy", "dropped_nothread"}) {
       auto it = p.counters.find(name);
@@ -91,6 +95,13 @@ int main(int argc, char** argv) {
     auto it = p.counters.find("handler_ns");
     if (it != p.counters.end()) handler_ns += it->second;
     for (const std::string& w : p.warnings) std::fprintf(stderr, "count_samples: warning: %s\n", w.c_str());
+    if (show_counters) {
+      std::fprintf(stderr, "pid %d %s:", p.pid, p.role.c_str());
+      for (const auto& [key, value] : p.counters) {
+        std::fprintf(stderr, " %s=%llu", key.c_str(), static_cast<unsigned long long>(value));
+      }
+      std::fprintf(stderr, "\n");
+    }
   }
   std::printf("samples=%lld weighted=%lld processes=%zu dropped=%llu handler_ns=%llu files_bytes=%llu\n",
               static_cast<long long>(samples), static_cast<long long>(weighted), profile.processes.size(),

@@ -61,40 +61,50 @@ void ReadTrace::Add(uintptr_t at, const void* bytes, size_t n) {
 
 bool ProcessMemory::SameAsTraced(const ReadTrace& trace) const {
   if (!trace.complete) return false;
-  constexpr uintptr_t kPage = BlockCachedView::kBlockBytes;
-  uintptr_t pages[kMaxTracePages];
-  int count = 0;
-  for (int i = 0; i < trace.reads; ++i) {
-    const uintptr_t first = trace.address[i] & ~(kPage - 1);
-    const uintptr_t last = (trace.address[i] + trace.size[i] - 1) & ~(kPage - 1);
-    for (uintptr_t p = first;; p += kPage) {
-      if (std::find(pages, pages + count, p) == pages + count) {
-        if (count == kMaxTracePages) return false;
-        pages[count++] = p;
+  if (trace.reads == 0) return true;
+  // The reads by address, gathered into spans (a read joins the span before
+  // it when it starts within kJoinBytes of its end): one piece of one
+  // process_vm_readv each, a few bytes to a few hundred, not whole pages.
+  constexpr uintptr_t kJoinBytes = 256;
+  int order[ReadTrace::kMaxReads];
+  for (int i = 0; i < trace.reads; ++i) order[i] = i;
+  std::sort(order, order + trace.reads,
+            [&](int x, int y) { return trace.address[x] < trace.address[y]; });
+  iovec remote[kMaxTraceSpans];
+  size_t offset[ReadTrace::kMaxReads];  // of each read in the local copy
+  int spans = 0;
+  size_t total = 0;
+  uintptr_t lo = 0, hi = 0;
+  for (int k = 0; k < trace.reads; ++k) {
+    const int i = order[k];
+    const uintptr_t a = trace.address[i], end = a + trace.size[i];
+    if (spans > 0 && a >= lo && a <= hi + kJoinBytes) {
+      hi = std::max(hi, end);
+    } else {
+      if (spans > 0) {
+        remote[spans - 1] = iovec{reinterpret_cast<void*>(lo), hi - lo};
+        total += hi - lo;
       }
-      if (p == last) break;
+      if (spans == kMaxTraceSpans) return false;
+      ++spans;
+      lo = a;
+      hi = end;
     }
+    offset[i] = total + (a - lo);
   }
-  if (count == 0) return true;
-  std::sort(pages, pages + count);
-  pages_.resize(static_cast<size_t>(count) * kPage);
-  iovec local{pages_.data(), pages_.size()};
-  iovec remote[kMaxTracePages];
-  for (int i = 0; i < count; ++i) remote[i] = iovec{reinterpret_cast<void*>(pages[i]), kPage};
+  remote[spans - 1] = iovec{reinterpret_cast<void*>(lo), hi - lo};
+  total += hi - lo;
+  if (total > kMaxTraceBytes) return false;
+  copy_.resize(total);
+  iovec local{copy_.data(), total};
   ssize_t got;
   do {
-    got = process_vm_readv(pid_, &local, 1, remote, static_cast<unsigned long>(count), 0);
+    got = process_vm_readv(pid_, &local, 1, remote, static_cast<unsigned long>(spans), 0);
   } while (got < 0 && errno == EINTR);
-  if (got != static_cast<ssize_t>(pages_.size())) return false;
+  if (got != static_cast<ssize_t>(total)) return false;
   for (int i = 0; i < trace.reads; ++i) {
-    unsigned char now[sizeof(uint64_t)];
-    for (size_t k = 0; k < trace.size[i]; ++k) {
-      const uintptr_t a = trace.address[i] + k;
-      const auto at = std::lower_bound(pages, pages + count, a & ~(kPage - 1));
-      now[k] = pages_[static_cast<size_t>(at - pages) * kPage + (a & (kPage - 1))];
-    }
     uint64_t v = 0;
-    memcpy(&v, now, trace.size[i]);
+    memcpy(&v, copy_.data() + offset[i], trace.size[i]);
     if (v != trace.value[i]) return false;
   }
   return true;

@@ -68,14 +68,17 @@ class ProcessMemory : public MemoryView {
   uint64_t refused() const { return refused_; }
   int last_error() const { return last_error_; }
   // Whether every read of `trace` (complete) gets the same bytes now: the
-  // pages they are in, read in one process_vm_readv. False when they cannot
-  // all be read, or are on more than kMaxTracePages pages.
+  // spans they fall in, read in one process_vm_readv. False when they cannot
+  // all be read, or take more than kMaxTraceSpans pieces (a 19-frame torch
+  // worker's walk reads ~136 fields in ~25 spans: one per code object,
+  // besides the data stack's).
   bool SameAsTraced(const ReadTrace& trace) const override;
-  static constexpr int kMaxTracePages = 16;
+  static constexpr int kMaxTraceSpans = 128;
+  static constexpr size_t kMaxTraceBytes = 64 << 10;
 
  private:
   pid_t pid_;
-  mutable std::vector<unsigned char> pages_;  // SameAsTraced's
+  mutable std::vector<unsigned char> copy_;  // SameAsTraced's
   mutable uint64_t refused_ = 0;
   mutable int last_error_ = 0;
 };

@@ -4,6 +4,7 @@
 // base read is a process_vm_readv.
 #include "core/memory_view.h"
 
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -119,6 +120,96 @@ TEST(BlockCachedView, ReadsAnotherProcessAsItsOwnBytesAreThere) {
   kill(child, SIGKILL);
   waitpid(child, nullptr, 0);
   EXPECT_GT(reads, 100);
+}
+
+}  // namespace
+}  // namespace dlprof
+
+namespace dlprof {
+namespace {
+
+// A walk's reads through a view with a trace, checked again in one call
+// (ProcessMemory::SameAsTraced): true while every traced read would get the
+// same bytes, false once one changed, and false where the trace cannot
+// tell (incomplete, a read failed, too many spans).
+TEST(ReadTrace, SameAsTracedSeesEveryChangeOfATracedRead) {
+  const size_t bytes = 64 << 12;  // 64 pages, shared with the child
+  auto* area = static_cast<unsigned char*>(
+      mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(area, MAP_FAILED);
+  for (size_t i = 0; i < bytes; ++i) area[i] = static_cast<unsigned char>(i * 31 + 7);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    pause();
+    _exit(0);
+  }
+  const ProcessMemory process(child);
+  const uintptr_t at = reinterpret_cast<uintptr_t>(area);
+  // Reads of 1, 4 and 8 bytes, scattered over 10 pages and side by side.
+  ReadTrace trace;
+  {
+    const BlockCachedView view(process, &trace);
+    uint64_t v8;
+    uint32_t v4;
+    uint8_t v1;
+    for (int page = 0; page < 10; ++page) {
+      const uintptr_t base = at + static_cast<uintptr_t>(page) * 4096 * 3;
+      ASSERT_TRUE(view.Copy(base + 16, &v8, 8));
+      ASSERT_TRUE(view.Copy(base + 24, &v4, 4));
+      ASSERT_TRUE(view.Copy(base + 1000, &v1, 1));
+    }
+  }
+  ASSERT_TRUE(trace.complete);
+  ASSERT_EQ(trace.reads, 30);
+  EXPECT_TRUE(process.SameAsTraced(trace));
+  // A byte of each kind of read changed, then put back.
+  for (uintptr_t off : {uintptr_t{4096 * 3 * 4 + 16 + 7}, uintptr_t{4096 * 3 * 9 + 24},
+                        uintptr_t{1000}}) {
+    area[off] ^= 1;
+    EXPECT_FALSE(process.SameAsTraced(trace)) << off;
+    area[off] ^= 1;
+    EXPECT_TRUE(process.SameAsTraced(trace)) << off;
+  }
+  // A byte beside a read (inside the span read, outside every read) is not one.
+  area[4096 * 3 * 2 + 40] ^= 1;
+  EXPECT_TRUE(process.SameAsTraced(trace));
+
+  // A trace that cannot tell: a failed read, or more spans than one call takes.
+  ReadTrace failed;
+  {
+    const BlockCachedView view(process, &failed);
+    uint64_t v;
+    EXPECT_TRUE(view.Copy(at, &v, 8));
+    EXPECT_FALSE(view.Copy(8, &v, 8));  // unmapped
+  }
+  EXPECT_FALSE(failed.complete);
+  EXPECT_FALSE(process.SameAsTraced(failed));
+  ReadTrace scattered;
+  {
+    const BlockCachedView view(process, &scattered);
+    uint64_t v;
+    for (uintptr_t off = 0; off + 8 <= bytes && scattered.reads < ReadTrace::kMaxReads; off += 1024) {
+      ASSERT_TRUE(view.Copy(at + off, &v, 8));
+    }
+  }
+  ASSERT_TRUE(scattered.complete);
+  ASSERT_GT(scattered.reads, ProcessMemory::kMaxTraceSpans);
+  EXPECT_FALSE(process.SameAsTraced(scattered));
+  // Past kMaxReads the trace is incomplete.
+  ReadTrace many;
+  {
+    const BlockCachedView view(process, &many);
+    uint64_t v;
+    for (int i = 0; i <= ReadTrace::kMaxReads; ++i) ASSERT_TRUE(view.Copy(at + 8 * i, &v, 8));
+  }
+  EXPECT_FALSE(many.complete);
+  EXPECT_FALSE(process.SameAsTraced(many));
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  // The process gone: nothing can be told.
+  EXPECT_FALSE(process.SameAsTraced(trace));
+  munmap(area, bytes);
 }
 
 }  // namespace
