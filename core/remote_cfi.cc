@@ -194,13 +194,16 @@ void RemoteCfiHost::RefreshIfDue() {
   if (!due) return;
   last_read_ns_ = now;
   no_object_seen_ = no_object;
-  // Due by the second alone: whether a library came or went is first asked
-  // of the size of the program's executable mappings (VmExe + VmLib of its
-  // status, kept by the kernel as a count: one small read), and the maps
-  // are read only when it changed, or every kFullReadNs. The maps of a
-  // torch process are ~1,700 lines; their read each second was a tenth of
-  // a DataLoader worker's helper. The text read last is then still the
-  // executable mappings now.
+  // Whether a library came or went is first asked of the size of the
+  // program's executable mappings (VmExe + VmLib of its status, kept by the
+  // kernel as a count: one small read), and the maps are read only when it
+  // changed, or every kFullReadNs. The maps of a torch process are ~1,700
+  // lines; their read each second was a tenth of a DataLoader worker's
+  // helper. The text read last is then still the executable mappings now.
+  // A sample in no known object still reads them: a library unloaded and
+  // loaded again elsewhere (a dlopen/dlclose loop) leaves the size as it
+  // was. (The size is read before the maps: a library mapped after it
+  // changes it for the next read.)
   uint64_t exec_kb = 0;
   const bool sized = ReadExecKb(&exec_kb);
   if (!missed && generation_ != 0 && sized && exec_kb == exec_kb_ &&
