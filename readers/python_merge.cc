@@ -130,9 +130,13 @@ int8_t Classify(const Location& loc) {
   return kind;
 }
 
-// `kind(location id)` gives Classify of that location.
-template <typename KindOf>
-std::vector<uint32_t> Merge(const Profile& p, const std::vector<uint32_t>& stack, KindOf kind) {
+constexpr uint32_t kNoMarker = UINT32_MAX;
+
+// `kind(location id)` gives Classify of that location; `cut_marker()` the
+// location that marks a Python stack cut short, or kNoMarker.
+template <typename KindOf, typename MarkerOf>
+std::vector<uint32_t> Merge(const Profile& p, const std::vector<uint32_t>& stack, KindOf kind,
+                            MarkerOf cut_marker) {
   // Native frames first, then Python ones: anything else is left alone.
   size_t natives = 0;
   while (natives < stack.size() && kind(stack[natives]) != kPython) ++natives;
@@ -210,6 +214,13 @@ std::vector<uint32_t> Merge(const Profile& p, const std::vector<uint32_t>& stack
   auto emit = [&](long first, long last) {  // groups [first, last], those that exist
     for (long g = std::max(first, 0L); g <= last && g < static_cast<long>(groups.size()); ++g) {
       out.insert(out.end(), stack.begin() + groups[g].first, stack.begin() + groups[g].second);
+      // Past the cut group's outermost frame, the frames the walk did not
+      // reach: said, so that a 900-deep recursion cut at 128 frames is not
+      // read as a 128-deep one.
+      if (python_cut && g + 1 == static_cast<long>(groups.size())) {
+        const uint32_t marker = cut_marker();
+        if (marker != kNoMarker) out.push_back(marker);
+      }
     }
   };
   long j = 0;  // eval frames so far, innermost first
@@ -236,9 +247,12 @@ bool IsPythonEvalFunction(const std::string& function) { return EvalRank(functio
 bool IsPythonCallMachinery(const std::string& function) { return MachineryKind(function) != 0; }
 
 std::vector<uint32_t> MergePythonStack(const Profile& profile, const std::vector<uint32_t>& stack) {
-  return Merge(profile, stack, [&](uint32_t id) -> int {
-    return id < profile.locations.size() ? Classify(profile.locations[id]) : kNative;
-  });
+  return Merge(
+      profile, stack,
+      [&](uint32_t id) -> int {
+        return id < profile.locations.size() ? Classify(profile.locations[id]) : kNative;
+      },
+      [] { return kNoMarker; });
 }
 
 void MergePythonStacks(Profile* profile) {
@@ -252,6 +266,16 @@ void MergePythonStacks(Profile* profile) {
     if (kinds[id] == kNotYet) kinds[id] = Classify(p.locations[id]);
     return kinds[id];
   };
+  uint32_t marker = kNoMarker;  // interned when a stack needs it
+  auto cut_marker = [&] {
+    if (marker == kNoMarker) {
+      Location loc;
+      loc.pseudo = true;
+      loc.frames.push_back({std::string(kPythonCutFrame), "", 0});
+      marker = p.InternLocation(loc);
+    }
+    return marker;
+  };
   const size_t n = p.stacks.size();
   std::vector<uint32_t> remap(n);
   bool changed = false;
@@ -260,7 +284,7 @@ void MergePythonStacks(Profile* profile) {
     bool python = false;
     for (uint32_t loc : p.stacks[id]) python |= kind(loc) == kPython;
     if (!python) continue;
-    std::vector<uint32_t> merged = Merge(p, p.stacks[id], kind);
+    std::vector<uint32_t> merged = Merge(p, p.stacks[id], kind, cut_marker);
     if (merged == p.stacks[id]) continue;
     remap[id] = p.InternStack(merged);  // may grow p.stacks: `merged` is a copy
     changed = true;

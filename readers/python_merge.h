@@ -43,12 +43,20 @@
 
 namespace dlprof {
 
+// The pseudo frame on the root side of a Python stack the walk cut short
+// (its depth limit, kMaxPythonFrames, or a chain it could not follow): the
+// thread's outer Python frames are not in the sample.
+constexpr const char* kPythonCutFrame = "[python: outer frames not walked]";
+
 // Merges every stack that holds Python locations and points each sample at
 // its merged stack, interned, so that stacks that merge alike are one id.
-// Stacks no sample uses any more stay in profile->stacks, unused.
+// A stack whose Python frames were cut short gets kPythonCutFrame past its
+// outermost Python frame. Stacks no sample uses any more stay in
+// profile->stacks, unused.
 void MergePythonStacks(Profile* profile);
 
-// The merged form of one stack (location ids of `profile`, leaf first).
+// The merged form of one stack (location ids of `profile`, leaf first),
+// without the cut marker (the profile is not changed).
 std::vector<uint32_t> MergePythonStack(const Profile& profile, const std::vector<uint32_t>& stack);
 
 // Whether a native function (as the symbolizer names it) is the eval loop,

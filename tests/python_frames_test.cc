@@ -47,6 +47,7 @@
 #include <nlohmann/json.hpp>
 
 #include "readers/dlprof_reader.h"
+#include "readers/python_merge.h"
 #include "tests/support/files.h"
 #include "tests/support/pprof_wire.h"
 #include "tests/support/sanitizer.h"
@@ -1087,6 +1088,22 @@ TEST(PythonFrames, RobustnessMinuteAt1000HzNamesOnlyRealFunctions) {
   EXPECT_TRUE(folded_bad.empty()) << "stacks.folded frames that are not the program's: "
                                   << ::testing::PrintToString(folded_bad) << run.Where();
   EXPECT_NE(run.folded.find("recurse (robustness.py:"), std::string::npos) << run.Where();
+  // The recursion goes ~900 frames deep, past the walk's 128: its stacks say
+  // where the walk stopped (kPythonCutFrame), right above a recurse frame.
+  int64_t cut = 0, cut_in_recurse = 0;
+  std::istringstream folded(run.folded);
+  for (std::string line; std::getline(folded, line);) {
+    const size_t at = line.find(kPythonCutFrame);
+    if (at == std::string::npos) continue;
+    const int64_t n = std::atoll(line.c_str() + line.rfind(' ') + 1);
+    cut += n;
+    const size_t next = at + std::strlen(kPythonCutFrame) + 1;  // the frame leafward of it
+    if (line.compare(next, std::strlen("recurse (robustness.py:"), "recurse (robustness.py:") == 0) {
+      cut_in_recurse += n;
+    }
+  }
+  EXPECT_GT(cut_in_recurse, 0) << run.Where();
+  EXPECT_GE(cut_in_recurse * 10, cut * 9) << cut << " cut stacks" << run.Where();
 }
 
 }  // namespace

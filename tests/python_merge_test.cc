@@ -392,6 +392,40 @@ TEST(PythonMerge, EqualMergedStacksBecomeOneAndMergingTwiceChangesNothing) {
   for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(p.samples[i].stack, ids[i]);
 }
 
+// A Python stack the walk cut short (no entry flag on its outermost frame)
+// says so past that frame; a whole one does not. Merging again changes
+// nothing, and the marker is one location for every stack.
+TEST(PythonMerge, ACutPythonStackIsMarkedWhereTheWalkStopped) {
+  Profile p;
+  const uint32_t libc_main = Native(&p, "__libc_start_call_main", {}, "/usr/lib/x86_64-linux-gnu/libc.so.6");
+  const uint32_t eval = Native(&p, "_PyEval_EvalFrameDefault");
+  const uint32_t main = Native(&p, "Py_BytesMain");
+  const uint32_t cut_a = p.InternStack({eval, main, libc_main, Py(&p, "deep_1", 1, false),
+                                        Py(&p, "deep_2", 2), Py(&p, "deep_3", 3)});
+  const uint32_t cut_b = p.InternStack({eval, main, libc_main, Py(&p, "deep_1", 1, false),
+                                        Py(&p, "deep_2", 2)});
+  const uint32_t whole = p.InternStack({eval, main, libc_main, Py(&p, "deep_1", 1, false),
+                                        Py(&p, "deep_2", 2), Py(&p, "outer", 9, true)});
+  for (uint32_t st : {cut_a, cut_b, whole}) {
+    Sample s;
+    s.stack = st;
+    p.samples.push_back(s);
+  }
+  MergePythonStacks(&p);
+  const std::string marker = kPythonCutFrame;
+  EXPECT_EQ(Names(p, p.stacks[p.samples[0].stack]),
+            "deep_1;deep_2;deep_3;" + marker + ";__libc_start_call_main");
+  EXPECT_EQ(Names(p, p.stacks[p.samples[1].stack]), "deep_1;deep_2;" + marker + ";__libc_start_call_main");
+  EXPECT_EQ(Names(p, p.stacks[p.samples[2].stack]), "deep_1;deep_2;outer;__libc_start_call_main");
+  EXPECT_EQ(p.stacks[p.samples[0].stack][3], p.stacks[p.samples[1].stack][2]);  // one location
+  EXPECT_TRUE(p.locations[p.stacks[p.samples[0].stack][3]].pseudo);
+  const auto stacks = p.stacks;
+  MergePythonStacks(&p);
+  EXPECT_EQ(p.stacks, stacks);
+  // The one-stack form leaves the profile alone, and has no marker.
+  EXPECT_EQ(Merged(p, p.stacks[cut_a]), "deep_1;deep_2;deep_3;__libc_start_call_main");
+}
+
 TEST(PythonMerge, EqualPythonFramesAreOneLocation) {
   Profile p;
   const uint32_t a = Py(&p, "Dataset.__getitem__", 42, true, "/app/data.py", 40);
