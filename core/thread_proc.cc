@@ -2,7 +2,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include <cstdio>
 #include <cstdlib>
@@ -72,6 +75,22 @@ SyscallRead ParseSyscall(const char* text) {
   return out;
 }
 
+size_t ThreadProcFiles::KeptThreadsLimit() {
+  if (kept_limit_ == 0) {
+    // Two descriptors a thread, and room left for the helper's others under
+    // its soft RLIMIT_NOFILE (raised to the hard one at its start, which a
+    // container may keep at 1024).
+    rlimit files{};
+    size_t limit = kMaxThreads;
+    if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY) {
+      const rlim_t room = files.rlim_cur > 128 ? (files.rlim_cur - 128) / 2 : 0;
+      limit = std::min<size_t>(limit, static_cast<size_t>(room));
+    }
+    kept_limit_ = std::max<size_t>(limit, 1);
+  }
+  return kept_limit_;
+}
+
 void ThreadProcFiles::set_pid(pid_t pid) {
   if (pid == pid_) return;
   CloseAll();
@@ -81,9 +100,12 @@ void ThreadProcFiles::set_pid(pid_t pid) {
 ssize_t ThreadProcFiles::Read(pid_t tid, File file, char* buf, size_t size) {
   const char* leaf = file == File::kSchedstat ? "schedstat" : "syscall";
   char path[64];
-  if (pid_ == 0) {
-    TaskPath(path, sizeof(path), 0, tid, leaf);
-    const int fd = OpenOwn(AT_FDCWD, path, O_RDONLY);
+  auto it = pid_ == 0 ? fds_.end() : fds_.find(tid);
+  if (pid_ == 0 || (it == fds_.end() && fds_.size() >= KeptThreadsLimit())) {
+    // In place, or past the threads whose files are kept: opened for the
+    // read only.
+    TaskPath(path, sizeof(path), pid_, tid, leaf);
+    const int fd = pid_ == 0 ? OpenOwn(AT_FDCWD, path, O_RDONLY) : open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return -1;
     const ssize_t n = read(fd, buf, size - 1);
     const int saved = errno;
@@ -92,11 +114,7 @@ ssize_t ThreadProcFiles::Read(pid_t tid, File file, char* buf, size_t size) {
     if (n >= 0) buf[n] = '\0';
     return n;
   }
-  auto it = fds_.find(tid);
-  if (it == fds_.end()) {
-    if (fds_.size() >= kMaxThreads) CloseAll();
-    it = fds_.emplace(tid, Fds{}).first;
-  }
+  if (it == fds_.end()) it = fds_.emplace(tid, Fds{}).first;
   int& fd = file == File::kSchedstat ? it->second.schedstat : it->second.syscall;
   if (fd < 0) {
     TaskPath(path, sizeof(path), pid_, tid, leaf);

@@ -39,7 +39,8 @@ SyscallRead ParseSyscall(const char* text);
 //    tick: an open and a close were two of the three system calls of a
 //    read, and the open the dearest (a path walk through /proc). A
 //    descriptor of a thread that exited reads ESRCH, even when its number
-//    came back as another thread's, and is closed then.
+//    came back as another thread's, and is closed then. Past
+//    KeptThreadsLimit threads, a thread's files are opened for each read.
 // Not thread-safe: the collector's.
 class ThreadProcFiles {
  public:
@@ -66,7 +67,11 @@ class ThreadProcFiles {
   void Forget(pid_t tid);
   void CloseAll();
   // Descriptors held (from outside).
-  size_t open_files() const { return fds_.size() * 2; }
+  size_t open_files() const {
+    size_t n = 0;
+    for (const auto& [tid, fds] : fds_) n += (fds.schedstat >= 0) + (fds.syscall >= 0);
+    return n;
+  }
 
  private:
   struct Fds {
@@ -75,7 +80,12 @@ class ThreadProcFiles {
   enum class File { kSchedstat, kSyscall };
   // The file's text into buf (NUL-terminated), its length, or -1 with errno.
   ssize_t Read(pid_t tid, File file, char* buf, size_t size);
-  static constexpr size_t kMaxThreads = 1024;  // from outside; then all are closed
+  // Threads whose files are kept (from outside): at most kMaxThreads, and
+  // what the soft RLIMIT_NOFILE leaves room for; the files of threads past
+  // it are opened for each read.
+  size_t KeptThreadsLimit();
+  static constexpr size_t kMaxThreads = 1024;
+  size_t kept_limit_ = 0;
   pid_t pid_;
   std::unordered_map<pid_t, Fds> fds_;
 };

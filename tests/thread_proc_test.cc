@@ -5,12 +5,14 @@
 #include "core/thread_proc.h"
 
 #include <dirent.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <thread>
+#include <vector>
 
 #include <dlprof/format.h>
 #include <gtest/gtest.h>
@@ -120,6 +122,46 @@ TEST(ThreadProc, ClosesTheFilesOfAThreadThatExited) {
   EXPECT_EQ(OpenFdCount(), before + 1);
   outside.Forget(Tid());
   EXPECT_EQ(OpenFdCount(), before);
+}
+
+// Under a low RLIMIT_NOFILE (a container's 1024, here 140) the files of
+// only so many threads are kept; the others are still read, opened for the
+// read.
+TEST(ThreadProc, KeepsNoMoreFilesThanTheDescriptorLimitLeavesRoomFor) {
+  rlimit saved{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+  rlimit low = saved;
+  low.rlim_cur = 140;  // room for (140 - 128) / 2 = 6 threads
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  constexpr int kThreads = 10;
+  std::atomic<int> started{0};
+  std::atomic<bool> go{false};
+  std::vector<pid_t> tids(kThreads);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      tids[i] = Tid();
+      ++started;
+      while (!go.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+  }
+  while (started.load() < kThreads) std::this_thread::yield();
+  {
+    ThreadProcFiles outside(getpid());
+    const int before = OpenFdCount();
+    for (int round = 0; round < 2; ++round) {
+      for (pid_t tid : tids) {
+        int64_t cpu = -1;
+        EXPECT_GE(outside.Schedstat(tid, &cpu), 0) << tid;
+        (void)outside.Syscall(tid);
+      }
+    }
+    EXPECT_EQ(outside.open_files(), 12u);
+    EXPECT_EQ(OpenFdCount(), before + 12);
+  }
+  go = true;
+  for (std::thread& t : threads) t.join();
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
 }
 
 TEST(ThreadProc, NamesAThread) {
