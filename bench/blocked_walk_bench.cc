@@ -125,7 +125,7 @@ void BM_BlockedTick(benchmark::State& state, Blocked* b, Tick tick, int min_nati
   }
   for (auto _ : state) {
     b->slot->blocked_rewalk = tick != Tick::kKnown;
-    if (tick == Tick::kWalk) c.ForgetNativeWalks();
+    if (tick == Tick::kWalk) c.ForgetWalks();
     benchmark::DoNotOptimize(c.SnapshotTick(now += 10000000));
   }
   state.counters["walks"] = static_cast<double>(c.blocked_walks());

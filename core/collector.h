@@ -55,7 +55,6 @@ class Collector {
   Collector() = default;
   Collector(const Collector&) = delete;
   Collector& operator=(const Collector&) = delete;
-  ~Collector() = default;
 
   // Creates `name` in the folder `dir_fd` (never overwriting, never following
   // a symlink, mode 0600) and writes the file header. False and *error if not.
@@ -155,7 +154,7 @@ class Collector {
   uint64_t blocked_walks_reused() const { return blocked_walks_reused_; }
   // Forgets the threads' last walks: their next walks copy and walk their
   // stacks. For tests and benchmarks.
-  void ForgetNativeWalks() {
+  void ForgetWalks() {
     native_walks_.clear();
     last_python_walks_.clear();
   }
@@ -208,10 +207,11 @@ class Collector {
                        bool* rewalk);
   // The thread's run_delay (schedstat), -1 if unreadable.
   int64_t ReadRunDelay(pid_t tid);
-  // The threads' schedstat and syscall files: this process's, or from
-  // outside the program's, each opened once and read again with pread at
-  // every tick (opened and closed at each, schedstat alone cost 3,000 opens
-  // a second for 200 threads at 100 Hz, 5x the collector thread's CPU).
+  // The threads' schedstat and syscall files: this process's, opened for
+  // each read, or from outside the program's, kept open and read again
+  // with pread at every tick (opened and closed at each, schedstat alone
+  // cost 3,000 opens a second for 200 threads at 100 Hz, 5x the collector
+  // thread's CPU).
   ThreadProcFiles proc_;
   // From outside: each thread's count of slices run at the tick's read
   // (CpuUnchanged).
@@ -308,14 +308,16 @@ class Collector {
   bool SameNativeWalk(const NativeWalk& w, uintptr_t sp, uintptr_t pc) const;
   std::unordered_map<const ThreadSlot*, std::unique_ptr<NativeWalk>> native_walks_;
   // From outside, a thread's last walk of its Python frames with every read
-  // it made (ReadTrace): when the pages those reads are in still hold the
-  // same values (one process_vm_readv) and the thread's state hint is the
+  // it made (ReadTrace): when those reads still get the same values (one
+  // process_vm_readv of their spans) and the thread's state hint is the
   // same, the walk would be the same, and is not made again. A walk made
-  // ~15 reads of the program, each a process_vm_readv of ~9 us on this VM:
-  // 60% of a DataLoader worker's helper's blocked walks (its queue feeder
-  // thread wakes for every item and blocks again where it was).
+  // ~15 reads of the program, each a process_vm_readv of ~9 us on this VM;
+  // 85% of a DataLoader worker's helper's Python walks are taken again (its
+  // queue feeder thread wakes for every item and blocks again where it
+  // was). An incomplete trace (none yet, a failed read, or a walk read
+  // while the thread ran) is never taken again.
   struct PythonWalk {
-    bool valid = false;
+    PythonWalk() { trace.complete = false; }
     uintptr_t hint = 0;
     int frames = 0;
     uint64_t py[kPyFrameWords * kMaxPythonFrames];

@@ -59,7 +59,8 @@ int Collector::BlockedPythonFrames(ThreadSlot* s, pid_t tid, uint64_t* py, bool*
   std::unique_ptr<PythonWalk>& last = last_python_walks_[s];
   if (last == nullptr) last = std::make_unique<PythonWalk>();
   PythonWalk* w = last.get();
-  const bool reused = w->valid && w->hint == hint && outside_memory_->SameAsTraced(w->trace);
+  // (SameAsTraced is false for an incomplete trace.)
+  const bool reused = w->hint == hint && outside_memory_->SameAsTraced(w->trace);
   if (reused) {
     ++python_walks_reused_;
     std::copy(w->py, w->py + kPyFrameWords * w->frames, py);
@@ -81,13 +82,12 @@ int Collector::BlockedPythonFrames(ThreadSlot* s, pid_t tid, uint64_t* py, bool*
   std::copy(fresh, fresh + kPyFrameWords * m, w->py);
   w->frames = m;
   w->hint = hint;
-  w->valid = w->trace.complete;
   return m;
 }
 
 void Collector::DropPythonWalk(const ThreadSlot* s) {
   const auto it = last_python_walks_.find(s);
-  if (it != last_python_walks_.end()) it->second->valid = false;
+  if (it != last_python_walks_.end()) it->second->trace.complete = false;
 }
 
 // Whether the thread stayed in the call all along: not a nanosecond of CPU

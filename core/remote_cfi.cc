@@ -171,18 +171,16 @@ bool RemoteCfiHost::ReadExecKb(uint64_t* kb) {
 
 bool ParseExecKb(const char* status, uint64_t* kb) {
   uint64_t sum = 0;
-  int found = 0;
   for (const char* key : {"\nVmExe:", "\nVmLib:"}) {
     const char* at = strstr(status, key);
     if (at == nullptr) return false;
+    const char* digits = at + strlen(key);
     char* end = nullptr;
-    const unsigned long long v = strtoull(at + strlen(key), &end, 10);
-    if (end == at + strlen(key)) return false;
-    sum += v;
-    ++found;
+    sum += strtoull(digits, &end, 10);
+    if (end == digits) return false;
   }
   *kb = sum;
-  return found == 2;
+  return true;
 }
 
 void RemoteCfiHost::RefreshIfDue() {

@@ -119,7 +119,13 @@ ssize_t ThreadProcFiles::Read(pid_t tid, File file, char* buf, size_t size) {
   if (fd < 0) {
     TaskPath(path, sizeof(path), pid_, tid, leaf);
     fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return -1;
+    if (fd < 0) {
+      // Gone, or not ours to read: no entry left holding a place.
+      const int saved = errno;
+      if (it->second.schedstat < 0 && it->second.syscall < 0) fds_.erase(it);
+      errno = saved;
+      return -1;
+    }
   }
   ssize_t n;
   do {

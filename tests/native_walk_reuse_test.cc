@@ -130,7 +130,7 @@ void ExpectEachTickGetsTheChainTheThreadIsBlockedIn() {
   }
   EXPECT_EQ(c.blocked_walks_reused(), repeats);
   // Forgotten, a walk copies and walks the stack again: the same frames.
-  c.ForgetNativeWalks();
+  c.ForgetWalks();
   ASSERT_TRUE(block_in(0));
   EXPECT_EQ(tick(), a);
   EXPECT_EQ(c.blocked_walks_reused(), repeats);
